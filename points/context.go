@@ -1,0 +1,578 @@
+package points
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Context is one AgentContext (§4) held as its wire JSON. An interceptor
+// gets its own copy, so reading and even scribbling on Raw cannot affect
+// other interceptors or the host.
+type Context struct {
+	raw   []byte
+	point Point
+}
+
+// Raw returns the context's wire JSON. It belongs to the receiver.
+func (c *Context) Raw() []byte { return c.raw }
+
+// Point returns the interception point of the context.
+func (c *Context) Point() Point { return c.point }
+
+// Get reads a member with gjson path syntax, e.g. "tool_call.name".
+func (c *Context) Get(path string) gjson.Result { return gjson.GetBytes(c.raw, path) }
+
+// Target returns the context's target member.
+func (c *Context) Target() gjson.Result { return gjson.GetBytes(c.raw, "target") }
+
+// ParseContext wraps wire JSON received from elsewhere (a test or a remote
+// host) after the §4 envelope check.
+func ParseContext(raw []byte) (*Context, error) {
+	if !gjson.ValidBytes(raw) {
+		return nil, fmt.Errorf("points: context is not valid JSON")
+	}
+	p, err := ParsePoint(gjson.GetBytes(raw, "interception_point").Str)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateEnvelope(raw); err != nil {
+		return nil, err
+	}
+	return &Context{raw: raw, point: p}, nil
+}
+
+// Member is one top-level context member as raw JSON.
+type Member struct {
+	Key   string
+	Value json.RawMessage
+}
+
+// Event is what a host hands the emitter for one emission: the point and its
+// conditional and optional members as raw JSON. The emitter adds the
+// required core (spec, timestamp, sequence, agent, session) and target.
+type Event struct {
+	Point   Point
+	Members []Member
+}
+
+// With returns ev with one more member (an optional well-known field such as
+// request_id, tools, usage, trace or extensions).
+func (ev Event) With(key string, value json.RawMessage) Event {
+	ms := make([]Member, len(ev.Members), len(ev.Members)+1)
+	copy(ms, ev.Members)
+	ev.Members = append(ms, Member{Key: key, Value: value})
+	return ev
+}
+
+func quote(s string) json.RawMessage { return appendQuoted(nil, s) }
+
+// StartupEvent builds agent_startup with the registered tool names.
+func StartupEvent(tools []string) Event {
+	if tools == nil {
+		tools = []string{}
+	}
+	names, _ := json.Marshal(tools)
+	return Event{Point: AgentStartup, Members: []Member{{"agent_init", jsonObject("tools_registered", names)}}}
+}
+
+// InputEvent builds input; content is a JSON string or object, role is
+// user, system or external.
+func InputEvent(content json.RawMessage, role string) Event {
+	v := append([]byte(`{"content":`), content...)
+	v = append(v, `,"role":`...)
+	v = appendQuoted(v, role)
+	v = append(v, '}')
+	return Event{Point: Input, Members: []Member{{"input", v}}}
+}
+
+// PreModelCallEvent builds pre_model_call over the model id and the messages array.
+func PreModelCallEvent(modelID string, messages json.RawMessage) Event {
+	return Event{Point: PreModelCall, Members: []Member{
+		{"model", jsonObject("id", quote(modelID))},
+		{"messages", messages},
+	}}
+}
+
+// PostModelCallEvent builds post_model_call over the model id and the
+// assembled response {content, tool_calls, finish_reason}.
+func PostModelCallEvent(modelID string, response json.RawMessage) Event {
+	return Event{Point: PostModelCall, Members: []Member{
+		{"model", jsonObject("id", quote(modelID))},
+		{"response", response},
+	}}
+}
+
+// PreToolCallEvent builds pre_tool_call; args is a JSON object.
+func PreToolCallEvent(id, name string, args json.RawMessage) Event {
+	return Event{Point: PreToolCall, Members: []Member{{"tool_call", toolCall(id, name, args)}}}
+}
+
+// PostToolCallEvent builds post_tool_call; args are the arguments actually
+// passed (after any pre_tool_call transform).
+func PostToolCallEvent(id, name string, args, value json.RawMessage, isError bool) Event {
+	if value == nil {
+		value = json.RawMessage("null")
+	}
+	r := append([]byte(`{"value":`), value...)
+	r = append(r, `,"is_error":`...)
+	r = strconv.AppendBool(r, isError)
+	r = append(r, '}')
+	return Event{Point: PostToolCall, Members: []Member{{"tool_call", toolCall(id, name, args)}, {"tool_result", r}}}
+}
+
+// OutputEvent builds output over the final answer's content.
+func OutputEvent(content json.RawMessage) Event {
+	return Event{Point: Output, Members: []Member{{"output", jsonObject("content", content)}}}
+}
+
+// ShutdownEvent builds agent_shutdown; reason is completed, error or cancelled.
+func ShutdownEvent(reason string) Event {
+	return Event{Point: AgentShutdown, Members: []Member{{"summary", jsonObject("reason", quote(reason))}}}
+}
+
+func toolCall(id, name string, args json.RawMessage) json.RawMessage {
+	if args == nil {
+		args = json.RawMessage("{}")
+	}
+	v := append([]byte(`{"id":`), quote(id)...)
+	v = append(v, `,"name":`...)
+	v = appendQuoted(v, name)
+	v = append(v, `,"args":`...)
+	v = append(v, args...)
+	return append(v, '}')
+}
+
+func jsonObject(key string, value json.RawMessage) json.RawMessage {
+	v := appendQuoted([]byte{'{'}, key)
+	v = append(v, ':')
+	v = append(v, value...)
+	return append(v, '}')
+}
+
+// appendQuoted appends s as a JSON string. Invalid UTF-8 is kept as the
+// replacement character only because Go strings from the host may carry it;
+// the domain check rejects lone surrogates that arrive escaped.
+func appendQuoted(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+// Agent names the agent in every context (agent.id, agent.framework and the
+// optional name and version).
+type Agent struct {
+	ID, Framework, Name, Version string
+}
+
+// Session owns the per-session facts of every context: the agent, the
+// session id and the strictly increasing, atomically assigned sequence
+// (§3.1, §12.2). It is safe for concurrent emissions.
+type Session struct {
+	agent   Agent
+	id      string
+	extra   []Member
+	head    []byte // pre-rendered "agent" and "session" members
+	seq     atomic.Int64
+	started time.Time
+}
+
+// NewSession starts a session whose first emission gets sequence 0.
+func NewSession(agent Agent, sessionID string, extra ...Member) *Session {
+	s := &Session{agent: agent, id: sessionID, extra: extra, started: time.Now()}
+	h := []byte(`,"agent":{"id":`)
+	h = appendQuoted(h, agent.ID)
+	h = append(h, `,"framework":`...)
+	h = appendQuoted(h, agent.Framework)
+	if agent.Name != "" {
+		h = append(h, `,"name":`...)
+		h = appendQuoted(h, agent.Name)
+	}
+	if agent.Version != "" {
+		h = append(h, `,"version":`...)
+		h = appendQuoted(h, agent.Version)
+	}
+	h = append(h, `},"session":{"id":`...)
+	h = appendQuoted(h, sessionID)
+	h = append(h, '}')
+	s.head = h
+	return s
+}
+
+// ID returns the session id.
+func (s *Session) ID() string { return s.id }
+
+// Agent returns the session's agent.
+func (s *Session) Agent() Agent { return s.agent }
+
+// Started returns when the session was created.
+func (s *Session) Started() time.Time { return s.started }
+
+// nextSequence reserves the next sequence number.
+func (s *Session) nextSequence() int64 { return s.seq.Add(1) - 1 }
+
+// Sequence reports how many sequence numbers were handed out.
+func (s *Session) Sequence() int64 { return s.seq.Load() }
+
+// TimestampLayout is the RFC 3339 UTC form with milliseconds used in contexts.
+const TimestampLayout = "2006-01-02T15:04:05.000Z"
+
+// build renders the wire context of ev. The target aliases the point's
+// field: it is a second copy of the same bytes, kept equal by write-back.
+func (s *Session) build(ev Event, seq int64, now time.Time) ([]byte, error) {
+	var target []byte
+	field := ev.Point.Field()
+	size := 256 + len(s.head)
+	for _, m := range ev.Members {
+		size += len(m.Key) + len(m.Value) + 4
+	}
+	// Locate the target among the members: top-level field or one level down.
+	top, sub := field, ""
+	for i := 0; i < len(field); i++ {
+		if field[i] == '.' {
+			top, sub = field[:i], field[i+1:]
+			break
+		}
+	}
+	for _, m := range ev.Members {
+		if m.Key == top {
+			if sub == "" {
+				target = m.Value
+			} else if r := gjson.GetBytes(m.Value, sub); r.Exists() {
+				target = []byte(r.Raw)
+			}
+		}
+	}
+	if target == nil {
+		return nil, fmt.Errorf("points: %s requires member %s", ev.Point, field)
+	}
+	size += len(target)
+	b := make([]byte, 0, size)
+	b = append(b, `{"spec":"`+SpecVersion+`","interception_point":"`...)
+	b = append(b, ev.Point...)
+	b = append(b, `","timestamp":"`...)
+	b = now.UTC().AppendFormat(b, TimestampLayout)
+	b = append(b, `","sequence":`...)
+	b = strconv.AppendInt(b, seq, 10)
+	b = append(b, s.head...)
+	for _, m := range s.extra {
+		b = appendMember(b, m)
+	}
+	for _, m := range ev.Members {
+		b = appendMember(b, m)
+	}
+	b = append(b, `,"target":`...)
+	b = append(b, target...)
+	b = append(b, '}')
+	return b, nil
+}
+
+func appendMember(b []byte, m Member) []byte {
+	b = append(b, ',')
+	b = appendQuoted(b, m.Key)
+	b = append(b, ':')
+	if len(m.Value) == 0 {
+		return append(b, "null"...)
+	}
+	return append(b, m.Value...)
+}
+
+var (
+	specPattern      = regexp.MustCompile(`^agent-hooks/\d+\.\d+$`)
+	frameworkPattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
+	hashPattern      = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+)
+
+// EnvelopeError says which §4 envelope rule a context broke; its message
+// names the member, never its value.
+type EnvelopeError struct{ Path, Problem string }
+
+func (e *EnvelopeError) Error() string {
+	return "context envelope invalid at " + e.Path + ": " + e.Problem
+}
+
+func envErr(path, problem string) error { return &EnvelopeError{Path: path, Problem: problem} }
+
+// ValidateEnvelope checks the §4 envelope: the required core, the
+// conditional members of the point with their types, the closed objects
+// of the per-point schemas, and target equal to the aliased member.
+func ValidateEnvelope(raw []byte) error {
+	if !gjson.ValidBytes(raw) {
+		return envErr("$", "not valid JSON")
+	}
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
+		return envErr("$", "not an object")
+	}
+	if s := root.Get("spec"); s.Type != gjson.String || !specPattern.MatchString(s.Str) {
+		return envErr("spec", "must match ^agent-hooks/N.N$")
+	}
+	ip := root.Get("interception_point")
+	p, err := ParsePoint(ip.Str)
+	if ip.Type != gjson.String || err != nil {
+		return envErr("interception_point", "missing or unknown")
+	}
+	if ts := root.Get("timestamp"); ts.Type != gjson.String {
+		return envErr("timestamp", "must be an RFC 3339 string")
+	} else if _, err := time.Parse(time.RFC3339Nano, ts.Str); err != nil {
+		return envErr("timestamp", "must be an RFC 3339 date-time")
+	}
+	if sq := root.Get("sequence"); sq.Type != gjson.Number || !isNonNegInt(sq.Raw) {
+		return envErr("sequence", "must be an integer >= 0")
+	}
+	ag := root.Get("agent")
+	if !ag.IsObject() {
+		return envErr("agent", "must be an object")
+	}
+	if id := ag.Get("id"); id.Type != gjson.String || id.Str == "" {
+		return envErr("agent.id", "must be a non-empty string")
+	}
+	if fw := ag.Get("framework"); fw.Type != gjson.String || !frameworkPattern.MatchString(fw.Str) {
+		return envErr("agent.framework", "must match ^[a-z0-9_-]+$")
+	}
+	for _, k := range []string{"name", "version"} {
+		if v := ag.Get(k); v.Exists() && v.Type != gjson.String {
+			return envErr("agent."+k, "must be a string")
+		}
+	}
+	se := root.Get("session")
+	if !se.IsObject() {
+		return envErr("session", "must be an object")
+	}
+	if id := se.Get("id"); id.Type != gjson.String || id.Str == "" {
+		return envErr("session.id", "must be a non-empty string")
+	}
+	if !root.Get("target").Exists() {
+		return envErr("target", "missing")
+	}
+	if e := root.Get("extensions"); e.Exists() {
+		if !e.IsObject() {
+			return envErr("extensions", "must be an object")
+		}
+		var bad error
+		e.ForEach(func(k, _ gjson.Result) bool {
+			if !extensionNS.MatchString(k.Str) {
+				bad = envErr("extensions", "namespace must match ^[a-z][a-z0-9_]*$")
+			}
+			return bad == nil
+		})
+		if bad != nil {
+			return bad
+		}
+	}
+	if err := validateConditional(root, p); err != nil {
+		return err
+	}
+	// §4.3: target aliases the conditional member.
+	if !jsonEqual(root.Get("target").Raw, root.Get(p.Field()).Raw) {
+		return envErr("target", "must equal "+p.Field())
+	}
+	return nil
+}
+
+var extensionNS = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+func isNonNegInt(raw string) bool {
+	if raw == "" {
+		return false
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] < '0' || raw[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func closed(obj gjson.Result, path string, allowed ...string) error {
+	var bad error
+	obj.ForEach(func(k, _ gjson.Result) bool {
+		for _, a := range allowed {
+			if k.Str == a {
+				return true
+			}
+		}
+		bad = envErr(path, "unknown member")
+		return false
+	})
+	return bad
+}
+
+func requireObject(root gjson.Result, path string) (gjson.Result, error) {
+	r := root.Get(path)
+	if !r.IsObject() {
+		return r, envErr(path, "must be an object")
+	}
+	return r, nil
+}
+
+func validateConditional(root gjson.Result, p Point) error {
+	switch p {
+	case AgentStartup:
+		ai, err := requireObject(root, "agent_init")
+		if err != nil {
+			return err
+		}
+		tr := ai.Get("tools_registered")
+		if !tr.IsArray() {
+			return envErr("agent_init.tools_registered", "must be an array of strings")
+		}
+		for _, t := range tr.Array() {
+			if t.Type != gjson.String {
+				return envErr("agent_init.tools_registered", "must be an array of strings")
+			}
+		}
+		return closed(ai, "agent_init", "tools_registered")
+	case Input:
+		in, err := requireObject(root, "input")
+		if err != nil {
+			return err
+		}
+		if !in.Get("content").Exists() {
+			return envErr("input.content", "missing")
+		}
+		switch in.Get("role").Str {
+		case "user", "system", "external":
+		default:
+			return envErr("input.role", "must be user, system or external")
+		}
+		return closed(in, "input", "content", "role")
+	case PreModelCall, PostModelCall:
+		m, err := requireObject(root, "model")
+		if err != nil {
+			return err
+		}
+		if id := m.Get("id"); id.Type != gjson.String {
+			return envErr("model.id", "must be a string")
+		}
+		if err := closed(m, "model", "id", "vendor", "params"); err != nil {
+			return err
+		}
+		if p == PreModelCall {
+			ms := root.Get("messages")
+			if !ms.IsArray() {
+				return envErr("messages", "must be an array")
+			}
+			var bad error
+			ms.ForEach(func(_, msg gjson.Result) bool {
+				if !msg.IsObject() || msg.Get("role").Type != gjson.String || !msg.Get("content").Exists() {
+					bad = envErr("messages[]", "each message needs a string role and a content")
+				}
+				return bad == nil
+			})
+			return bad
+		}
+		r, err := requireObject(root, "response")
+		if err != nil {
+			return err
+		}
+		if !r.Get("content").Exists() {
+			return envErr("response.content", "missing")
+		}
+		if fr := r.Get("finish_reason"); fr.Type != gjson.String {
+			return envErr("response.finish_reason", "must be a string")
+		}
+		tc := r.Get("tool_calls")
+		if !tc.IsArray() {
+			return envErr("response.tool_calls", "must be an array")
+		}
+		var bad error
+		tc.ForEach(func(_, c gjson.Result) bool {
+			switch {
+			case !c.IsObject(), c.Get("name").Type != gjson.String, !c.Get("args").IsObject():
+				bad = envErr("response.tool_calls[]", "each call needs a string name and object args")
+			case c.Get("id").Exists() && c.Get("id").Type != gjson.String:
+				bad = envErr("response.tool_calls[].id", "must be a string")
+			}
+			return bad == nil
+		})
+		if bad != nil {
+			return bad
+		}
+		return closed(r, "response", "content", "tool_calls", "finish_reason")
+	case PreToolCall, PostToolCall:
+		tc, err := requireObject(root, "tool_call")
+		if err != nil {
+			return err
+		}
+		if id := tc.Get("id"); id.Type != gjson.String || id.Str == "" {
+			return envErr("tool_call.id", "must be a non-empty string")
+		}
+		if n := tc.Get("name"); n.Type != gjson.String || n.Str == "" {
+			return envErr("tool_call.name", "must be a non-empty string")
+		}
+		if !tc.Get("args").IsObject() {
+			return envErr("tool_call.args", "must be an object")
+		}
+		if h := tc.Get("content_hash"); h.Exists() && (h.Type != gjson.String || !hashPattern.MatchString(h.Str)) {
+			return envErr("tool_call.content_hash", "must match ^sha256:<hex64>$")
+		}
+		if p == PreToolCall {
+			return closed(tc, "tool_call", "id", "name", "args", "content_hash")
+		}
+		if err := closed(tc, "tool_call", "id", "name", "args", "content_hash"); err != nil {
+			return err
+		}
+		tr, err := requireObject(root, "tool_result")
+		if err != nil {
+			return err
+		}
+		if !tr.Get("value").Exists() {
+			return envErr("tool_result.value", "missing")
+		}
+		if ie := tr.Get("is_error"); ie.Type != gjson.True && ie.Type != gjson.False {
+			return envErr("tool_result.is_error", "must be a boolean")
+		}
+		if d := tr.Get("duration_ms"); d.Exists() && (d.Type != gjson.Number || d.Num < 0) {
+			return envErr("tool_result.duration_ms", "must be a number >= 0")
+		}
+		return closed(tr, "tool_result", "value", "is_error", "duration_ms")
+	case Output:
+		o, err := requireObject(root, "output")
+		if err != nil {
+			return err
+		}
+		if !o.Get("content").Exists() {
+			return envErr("output.content", "missing")
+		}
+		return closed(o, "output", "content")
+	case AgentShutdown:
+		s, err := requireObject(root, "summary")
+		if err != nil {
+			return err
+		}
+		switch s.Get("reason").Str {
+		case "completed", "error", "cancelled":
+		default:
+			return envErr("summary.reason", "must be completed, error or cancelled")
+		}
+		return closed(s, "summary", "reason", "tool_calls", "errors", "duration_seconds")
+	}
+	return nil
+}
+
+// jsonEqual compares two JSON texts for value equality without decoding
+// into maps when the bytes already agree (the usual case: target is
+// rendered from the same bytes as its member).
+func jsonEqual(a, b string) bool {
+	if a == b {
+		return true
+	}
+	if !utf8.ValidString(a) || !utf8.ValidString(b) {
+		return false
+	}
+	var x, y any
+	da := json.NewDecoder(stringsReader(a))
+	da.UseNumber()
+	db := json.NewDecoder(stringsReader(b))
+	db.UseNumber()
+	if da.Decode(&x) != nil || db.Decode(&y) != nil {
+		return false
+	}
+	return deepEqualJSON(x, y)
+}

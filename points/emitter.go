@@ -1,0 +1,819 @@
+package points
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// DefaultInterceptorTimeout is the RECOMMENDED per-interceptor timeout (§7).
+const DefaultInterceptorTimeout = 5 * time.Second
+
+// Config configures an Emitter. The zero value of each knob is the spec's
+// fail-closed default: enforce, sequential/first_deny with on_approval
+// stop, 5 s timeouts, no resolver, 5 MiB and depth 128 bounds.
+type Config struct {
+	Mode        Mode
+	Composition Composition
+	// Identity computes context identities; nil is the null provider.
+	Identity IdentityProvider
+	// Bindings in dispatch order; each applies at its At points.
+	Bindings []Binding
+	// Resolver is the approval seam; nil means liftable denies stand.
+	Resolver Resolver
+	// Redactor shapes the context an approver sees; nil shows it whole.
+	Redactor Redactor
+	// InterceptorTimeout applies where a binding sets none; negative disables.
+	InterceptorTimeout time.Duration
+	// ResolverTimeout bounds one resolver consultation; zero means 5 s.
+	ResolverTimeout time.Duration
+	// MaxContextBytes and MaxDepth bound contexts (§12.3).
+	MaxContextBytes int
+	MaxDepth        int
+	// Sink receives every record; nil keeps none.
+	Sink RecordSink
+	// Declaration is the host declaration version the emitter was built
+	// from; it is copied onto records when set.
+	Declaration string
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Observer, when set, is told of every finished emission (metrics).
+	Observer Observer
+}
+
+// Observer is told about emissions and interceptor calls; it must be cheap.
+type Observer interface {
+	Emission(r *Record, elapsed time.Duration)
+	Interceptor(name string, p Point, v Verdict, elapsed time.Duration)
+}
+
+// Emitter runs emissions: it builds and checks the context, dispatches the
+// bound interceptors under the configured profile, applies transforms,
+// consults the approval seam and writes one record per emission. One
+// Emitter serves many sessions and concurrent emissions.
+type Emitter struct {
+	cfg     Config
+	byPoint map[Point][]Binding
+}
+
+// NewEmitter validates cfg and returns an Emitter.
+func NewEmitter(cfg Config) (*Emitter, error) {
+	if cfg.Mode == "" {
+		cfg.Mode = Enforce
+	}
+	if cfg.Mode != Enforce && cfg.Mode != EvaluateOnly {
+		return nil, &ConfigError{What: "mode must be enforce or evaluate_only"}
+	}
+	if cfg.Composition.Profile == "" {
+		cfg.Composition.Profile = ProfileFirstDeny
+	}
+	if err := cfg.Composition.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Composition = cfg.Composition.WithDefaults()
+	if cfg.InterceptorTimeout == 0 {
+		cfg.InterceptorTimeout = DefaultInterceptorTimeout
+	}
+	if cfg.ResolverTimeout == 0 {
+		cfg.ResolverTimeout = DefaultInterceptorTimeout
+	}
+	if cfg.MaxContextBytes <= 0 {
+		cfg.MaxContextBytes = DefaultMaxContextBytes
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	e := &Emitter{cfg: cfg, byPoint: make(map[Point][]Binding)}
+	for i, b := range cfg.Bindings {
+		if b.Interceptor == nil {
+			return nil, &ConfigError{What: fmt.Sprintf("binding %d (%s) has no interceptor", i, b.Name)}
+		}
+		for _, p := range b.At {
+			if !p.Valid() {
+				return nil, &ConfigError{What: fmt.Sprintf("binding %s: unknown point %q", b.Name, p)}
+			}
+		}
+	}
+	for _, p := range AllPoints() {
+		for _, b := range cfg.Bindings {
+			if b.boundAt(p) {
+				e.byPoint[p] = append(e.byPoint[p], b)
+			}
+		}
+	}
+	return e, nil
+}
+
+// Mode returns the enforcement mode.
+func (e *Emitter) Mode() Mode { return e.cfg.Mode }
+
+// Composition returns the resolved composition.
+func (e *Emitter) Composition() Composition { return e.cfg.Composition }
+
+// Bound returns the bindings that apply at p, in dispatch order.
+func (e *Emitter) Bound(p Point) []Binding { return e.byPoint[p] }
+
+// IdentityProviderName returns the provider name records carry, or nil.
+func (e *Emitter) IdentityProviderName() *string {
+	if e.cfg.Identity == nil {
+		return nil
+	}
+	n := e.cfg.Identity.Name()
+	return &n
+}
+
+// Result is the outcome of one emission.
+type Result struct {
+	// Record is the payload-free record, already handed to the sink.
+	Record *Record
+	// Verdict is the full combined verdict (with message and transform value).
+	Verdict Verdict
+	// Context is the enforced context: after folded transforms in enforce
+	// mode, the input context otherwise. Nil when it could not be built.
+	Context []byte
+	// Proceed says whether the guarded action may go on.
+	Proceed bool
+	// Transformed is true when the enforced target differs from the input.
+	Transformed bool
+}
+
+// Target returns the enforced target, for writing back into the action.
+func (r Result) Target() gjson.Result { return gjson.GetBytes(r.Context, "target") }
+
+// HostError reports whether the combined verdict is a host_error:* deny.
+func (r Result) HostError() bool {
+	return r.Verdict.Decision == DecisionDeny && IsHostError(r.Verdict.Reason)
+}
+
+// outcome is the internal result of a profile dispatch.
+type outcome struct {
+	combined      Verdict
+	decidedBy     *int
+	verdicts      []Verdict
+	foldTruncated *bool
+	resolvedBy    string
+	transformed   bool
+}
+
+func idx(i int) *int       { return &i }
+func flag(b bool) *bool    { return &b }
+func str(s string) *string { return &s }
+
+func synthesized(reason Reason, msg string) outcome {
+	return outcome{combined: hostError(reason, msg)}
+}
+
+// Emit runs one emission of ev in session s.
+func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
+	start := time.Now()
+	seq := s.nextSequence()
+	now := e.cfg.Now()
+	raw, err := s.build(ev, seq, now)
+	if err != nil {
+		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
+	}
+	return e.emitRaw(ctx, ev.Point, raw, start)
+}
+
+// EmitContext runs one emission over a complete wire context built by the
+// caller (for hosts that build contexts themselves, and for tests).
+func (e *Emitter) EmitContext(ctx context.Context, raw []byte) Result {
+	p, _ := ParsePoint(gjson.GetBytes(raw, "interception_point").Str)
+	return e.emitRaw(ctx, p, raw, time.Now())
+}
+
+// RecordHostFailure writes the record of an emission whose context the host
+// could not construct at all (§10.3 host projection failure): a deny
+// host_error:context_invalid with null identities. detail must be
+// payload-free (a type name or a path).
+func (e *Emitter) RecordHostFailure(p Point, s *Session, detail string) Result {
+	seq := int64(-1)
+	sid := ""
+	if s != nil {
+		seq, sid = s.nextSequence(), s.ID()
+	}
+	return e.hostFailure(p, sid, seq, e.cfg.Now(), ReasonContextInvalid, detail, time.Now())
+}
+
+func (e *Emitter) hostFailure(p Point, sid string, seq int64, now time.Time, reason Reason, detail string, start time.Time) Result {
+	v := hostError(reason, detail)
+	rec := &Record{
+		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(v),
+		IdentityProvider: e.IdentityProviderName(), SessionID: sid, Sequence: seq,
+		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
+		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
+	}
+	e.deliver(rec, start)
+	return Result{Record: rec, Verdict: v, Proceed: e.cfg.Mode == EvaluateOnly}
+}
+
+func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.Time) Result {
+	bindings := e.byPoint[p]
+	var (
+		out      outcome
+		inputID  *string
+		rejected bool
+	)
+	switch {
+	case len(raw) > e.cfg.MaxContextBytes:
+		out, rejected = synthesized(ReasonContextInvalid, fmt.Sprintf("context exceeds %d bytes", e.cfg.MaxContextBytes)), true
+	default:
+		if err := ValidateEnvelope(raw); err != nil {
+			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
+		} else if err := CheckDomain(raw, e.cfg.MaxDepth); err != nil {
+			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
+		}
+	}
+	if !rejected && e.cfg.Identity != nil {
+		id, err := e.identity(raw)
+		if err != nil {
+			out, rejected = synthesized(ReasonContextInvalid, "identity provider rejected the context: "+errorClass(err)), true
+		} else {
+			inputID = &id
+		}
+	}
+	work := raw
+	if !rejected {
+		if len(bindings) == 0 {
+			// §7: zero interceptors fails closed whatever the profile.
+			out = synthesized(ReasonNoInterceptor, "")
+		} else {
+			work = raw
+			switch e.cfg.Composition.Profile {
+			case ProfileFirstDeny:
+				out = e.firstDeny(ctx, p, bindings, &work)
+			case ProfileRunAll:
+				out = e.runAll(ctx, p, bindings, &work)
+			default:
+				out = e.parallel(ctx, p, bindings, &work)
+			}
+		}
+	}
+
+	// Enforced identity and the post-fold domain check (§10.3).
+	var enforcedID *string
+	changed := !rejected && e.cfg.Mode == Enforce && !bytes.Equal(work, raw)
+	if !rejected {
+		if changed {
+			if err := CheckDomain(work, e.cfg.MaxDepth); err != nil {
+				if out.combined.Decision.Permits() {
+					out.combined = hostError(ReasonContextInvalid, "post-fold context left the value domain: "+err.Error())
+					out.decidedBy = nil
+				}
+			} else if len(work) > e.cfg.MaxContextBytes {
+				if out.combined.Decision.Permits() {
+					out.combined = hostError(ReasonContextInvalid, "post-fold context exceeds the size bound")
+					out.decidedBy = nil
+				}
+			} else if e.cfg.Identity != nil {
+				if id, err := e.identity(work); err == nil {
+					enforcedID = &id
+				} else if out.combined.Decision.Permits() {
+					out.combined = hostError(ReasonContextInvalid, "identity provider rejected the enforced context")
+					out.decidedBy = nil
+				}
+			}
+		} else {
+			enforcedID = inputID
+		}
+	}
+
+	rec := &Record{
+		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(out.combined),
+		InputIdentity: inputID, EnforcedIdentity: enforcedID, IdentityProvider: e.IdentityProviderName(),
+		SessionID: gjson.GetBytes(raw, "session.id").Str, Sequence: -1,
+		Timestamp: gjson.GetBytes(raw, "timestamp").Str, DecidedBy: out.decidedBy,
+		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
+		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
+		InterceptorsRegistered: len(bindings),
+	}
+	if sq := gjson.GetBytes(raw, "sequence"); sq.Type == gjson.Number {
+		rec.Sequence = sq.Int()
+	}
+	if tr := gjson.GetBytes(raw, "trace"); tr.IsObject() {
+		t := Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}
+		if t.TraceID != "" || t.SpanID != "" {
+			rec.Trace = &t
+		}
+	}
+	if len(out.verdicts) > 0 {
+		rec.Verdicts = make([]VerdictSummary, len(out.verdicts))
+		for i, v := range out.verdicts {
+			rec.Verdicts[i] = VerdictSummary{Index: i, Decision: v.Decision, Reason: v.Reason, Name: bindings[i].Name}
+		}
+	}
+	e.deliver(rec, start)
+
+	res := Result{Record: rec, Verdict: out.combined}
+	if rejected {
+		res.Proceed = e.cfg.Mode == EvaluateOnly
+		if res.Proceed {
+			res.Context = raw
+		}
+		return res
+	}
+	res.Proceed = rec.Proceeds()
+	if e.cfg.Mode == Enforce {
+		res.Context = work
+		res.Transformed = changed
+	} else {
+		res.Context = raw
+	}
+	return res
+}
+
+// identity runs the provider with panic containment.
+func (e *Emitter) identity(raw []byte) (id string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("identity provider panicked")
+		}
+	}()
+	return e.cfg.Identity.Identity(raw)
+}
+
+func errorClass(err error) string {
+	var de *DomainError
+	if errors.As(err, &de) {
+		return de.Error()
+	}
+	return fmt.Sprintf("%T", err)
+}
+
+func (e *Emitter) deliver(r *Record, start time.Time) {
+	if e.cfg.Sink != nil {
+		func() {
+			defer func() { _ = recover() }() // audit delivery must not take down enforcement
+			e.cfg.Sink.Write(r)
+		}()
+	}
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Emission(r, time.Since(start))
+	}
+}
+
+// call invokes one binding on its own copy of the context, containing
+// panics and enforcing the timeout (§6.3, §7).
+func (e *Emitter) call(ctx context.Context, p Point, b Binding, raw []byte) Verdict {
+	start := time.Now()
+	v := e.callInner(ctx, p, b, raw)
+	if e.cfg.Observer != nil {
+		e.cfg.Observer.Interceptor(b.Name, p, v, time.Since(start))
+	}
+	return v
+}
+
+func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte) Verdict {
+	timeout := b.Timeout
+	if timeout == 0 {
+		timeout = e.cfg.InterceptorTimeout
+	}
+	c := &Context{raw: bytes.Clone(raw), point: p}
+	type answer struct {
+		v   Verdict
+		err error
+		pan bool
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	if timeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- answer{pan: true}
+			}
+		}()
+		v, err := b.Interceptor.Intercept(cctx, c)
+		done <- answer{v: v, err: err}
+	}()
+	select {
+	case a := <-done:
+		if a.pan {
+			return hostError(ReasonInterceptorFailed, "interceptor panicked")
+		}
+		if a.err != nil {
+			var ve *VerdictError
+			if errors.As(a.err, &ve) {
+				return hostError(ve.Reason, "")
+			}
+			if errors.Is(a.err, context.DeadlineExceeded) && cctx.Err() != nil && ctx.Err() == nil {
+				return hostError(ReasonInterceptorTimeout, "")
+			}
+			return hostError(ReasonInterceptorFailed, fmt.Sprintf("interceptor returned %T", a.err))
+		}
+		if err := a.v.Validate(); err != nil {
+			var ve *VerdictError
+			if errors.As(err, &ve) {
+				return hostError(ve.Reason, "")
+			}
+			return hostError(ReasonVerdictInvalid, "")
+		}
+		return a.v
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			// The caller went away (client disconnect, shutdown).
+			return hostError(ReasonInterceptorFailed, "cancelled")
+		}
+		return hostError(ReasonInterceptorTimeout, "")
+	}
+}
+
+func isSynthesized(v Verdict) bool { return IsHostError(v.Reason) }
+
+func severity(v Verdict) int {
+	switch {
+	case v.Decision == DecisionDeny && !v.Liftable():
+		return 3
+	case v.Decision == DecisionDeny:
+		return 2
+	case v.Decision == DecisionTransform:
+		return 1
+	}
+	return 0
+}
+
+// withUnions adds the §7.3 unions: warnings over every verdict, labels over
+// permit verdicts.
+func withUnions(combined Verdict, pool []Verdict) Verdict {
+	var ws []Warning
+	for _, v := range pool {
+		for _, w := range v.Warnings {
+			dup := false
+			for _, x := range ws {
+				if x == w {
+					dup = true
+					break
+				}
+			}
+			if !dup {
+				ws = append(ws, w)
+			}
+		}
+	}
+	if len(ws) > 0 {
+		combined.Warnings = ws
+	}
+	if combined.Decision.Permits() {
+		var ls []string
+		for _, v := range pool {
+			if !v.Decision.Permits() {
+				continue
+			}
+			for _, l := range v.ResultLabels {
+				dup := false
+				for _, x := range ls {
+					if x == l {
+						dup = true
+						break
+					}
+				}
+				if !dup {
+					ls = append(ls, l)
+				}
+			}
+		}
+		if len(ls) > 0 {
+			combined.ResultLabels = ls
+		}
+	}
+	return combined
+}
+
+// fold applies (enforce) or validates (evaluate_only) one transform.
+// On failure it returns the substituted host-error deny.
+func (e *Emitter) fold(p Point, work *[]byte, v Verdict) (Verdict, bool) {
+	if v.Transform == nil {
+		return hostError(ReasonTransformInvalid, ""), false
+	}
+	if !p.Transformable() {
+		return hostError(ReasonTransformTargetForbidden, v.Transform.Path), false
+	}
+	target := gjson.GetBytes(*work, "target")
+	applied, err := ApplyTransform([]byte(target.Raw), v.Transform.Path, v.Transform.Value)
+	if err != nil {
+		reason := ReasonTransformInvalid
+		var te *TransformError
+		if errors.As(err, &te) {
+			reason = te.Reason
+		}
+		return hostError(reason, v.Transform.Path), false
+	}
+	if e.cfg.Mode != Enforce {
+		return v, true
+	}
+	next, err := writeBack(*work, p, applied)
+	if err != nil {
+		return hostError(ReasonTransformInvalid, v.Transform.Path), false
+	}
+	*work = next
+	return v, true
+}
+
+// writeBack stores a new target and mirrors it into the aliased member.
+func writeBack(raw []byte, p Point, target []byte) ([]byte, error) {
+	out, err := sjson.SetRawBytes(raw, "target", target)
+	if err != nil {
+		return nil, err
+	}
+	return sjson.SetRawBytesOptions(out, p.Field(), target, &sjson.Options{ReplaceInPlace: false})
+}
+
+func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+	n := len(bs)
+	resume := e.cfg.Composition.OnApproval == OnApprovalResume
+	var per, pool []Verdict
+	var last *Verdict
+	var lastIdx int
+	resolvedBy := ""
+	trunc := func(i int) *bool { return flag(i+1 < n) }
+	for i, b := range bs {
+		v := e.call(ctx, p, b, *work)
+		per = append(per, v)
+		pool = append(pool, v)
+		if isSynthesized(v) {
+			return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i)}
+		}
+		switch v.Decision {
+		case DecisionDeny:
+			sub, permitted, consulted := e.consult(ctx, p, *work, v)
+			if !consulted {
+				return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i)}
+			}
+			if !permitted {
+				o := outcome{combined: withUnions(sub, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: "rejection"}
+				if isSynthesized(sub) {
+					o.decidedBy = nil
+				}
+				return o
+			}
+			resolvedBy = "approval"
+			if sub.Decision == DecisionTransform {
+				folded, ok := e.fold(p, work, sub)
+				if !ok {
+					return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
+				}
+				sub = folded
+			}
+			pool = append(pool, sub)
+			if !resume {
+				return outcome{combined: withUnions(sub, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
+			}
+			if sub.Decision == DecisionTransform {
+				s := sub
+				last, lastIdx = &s, i
+			}
+		case DecisionTransform:
+			folded, ok := e.fold(p, work, v)
+			if !ok {
+				return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
+			}
+			last, lastIdx = &folded, i
+		}
+	}
+	o := outcome{combined: Allow(), verdicts: per, foldTruncated: flag(false), resolvedBy: resolvedBy}
+	if last != nil {
+		o.combined, o.decidedBy = *last, idx(lastIdx)
+	}
+	o.combined = withUnions(o.combined, pool)
+	return o
+}
+
+func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+	var all []Verdict
+	for _, b := range bs {
+		v := e.call(ctx, p, b, *work)
+		if v.Decision == DecisionTransform {
+			folded, ok := e.fold(p, work, v)
+			all = append(all, folded)
+			if !ok {
+				// §7.4: a transform that fails to apply short-circuits.
+				return outcome{combined: folded, verdicts: all}
+			}
+			continue
+		}
+		all = append(all, v)
+	}
+	return e.aggregate(ctx, p, all, true, work)
+}
+
+func (e *Emitter) parallel(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+	snapshot := *work
+	all := make([]Verdict, 0, len(bs))
+	for _, b := range bs {
+		all = append(all, e.call(ctx, p, b, snapshot))
+	}
+	if e.cfg.Composition.Profile == ProfileUnanimous {
+		unanimous := true
+		for _, v := range all {
+			if v.Decision != DecisionAllow {
+				unanimous = false
+				break
+			}
+		}
+		if unanimous {
+			return outcome{combined: withUnions(Allow(), all), verdicts: all}
+		}
+		combined, rb := e.synthesize(ctx, p, work, ReasonCompositionDisagreement, "non-unanimous outcome under parallel/unanimous", e.cfg.Composition.OnDisagreement, all)
+		return outcome{combined: combined, verdicts: all, resolvedBy: rb}
+	}
+	return e.aggregate(ctx, p, all, false, work)
+}
+
+// aggregate is the severity-max aggregation shared by run_all and strictest.
+func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequential bool, work *[]byte) outcome {
+	max := 0
+	for _, v := range all {
+		if s := severity(v); s > max {
+			max = s
+		}
+	}
+	var top []int
+	for i, v := range all {
+		if severity(v) == max {
+			top = append(top, i)
+		}
+	}
+	if max == 1 && len(top) >= 2 && !sequential {
+		combined, rb := e.synthesize(ctx, p, work, ReasonTransformConflict, "conflicting transforms", e.cfg.Composition.OnTransformConflict, all)
+		return outcome{combined: combined, verdicts: all, resolvedBy: rb}
+	}
+	w := top[0]
+	if max == 1 && sequential {
+		w = top[len(top)-1]
+	}
+	winner := all[w]
+	switch winner.Decision {
+	case DecisionDeny:
+		// §7.4 run_all: consult only when every deny is liftable, which a
+		// liftable winner implies.
+		sub, permitted, consulted := e.consult(ctx, p, *work, winner)
+		if !consulted {
+			return outcome{combined: withUnions(winner, all), decidedBy: idx(w), verdicts: all}
+		}
+		if !permitted {
+			o := outcome{combined: withUnions(sub, all), decidedBy: idx(w), verdicts: all, resolvedBy: "rejection"}
+			if isSynthesized(sub) {
+				o.decidedBy = nil
+			}
+			return o
+		}
+		if sub.Decision == DecisionTransform {
+			folded, ok := e.fold(p, work, sub)
+			if !ok {
+				return outcome{combined: folded, decidedBy: idx(w), verdicts: all, resolvedBy: "approval"}
+			}
+			sub = folded
+		}
+		return outcome{combined: withUnions(sub, append(append([]Verdict(nil), all...), sub)), decidedBy: idx(w), verdicts: all, resolvedBy: "approval"}
+	case DecisionTransform:
+		if !sequential {
+			folded, ok := e.fold(p, work, winner)
+			if !ok {
+				return outcome{combined: folded, verdicts: all}
+			}
+			winner = folded
+		}
+		return outcome{combined: withUnions(winner, all), decidedBy: idx(w), verdicts: all}
+	}
+	return outcome{combined: withUnions(Allow(), all), verdicts: all}
+}
+
+// synthesize handles the §7.5 "deny" | "approval" knobs.
+func (e *Emitter) synthesize(ctx context.Context, p Point, work *[]byte, reason Reason, detail, policy string, pool []Verdict) (Verdict, string) {
+	if policy != SynthApproval {
+		return withUnions(hostError(reason, detail), pool), ""
+	}
+	liftable := hostError(reason, detail)
+	liftable.Approval = []byte(`{}`)
+	sub, permitted, consulted := e.consult(ctx, p, *work, liftable)
+	if !consulted {
+		return withUnions(liftable, pool), ""
+	}
+	if !permitted {
+		return withUnions(sub, pool), "rejection"
+	}
+	if sub.Decision == DecisionTransform {
+		folded, ok := e.fold(p, work, sub)
+		if !ok {
+			return folded, "approval"
+		}
+		sub = folded
+	}
+	return withUnions(sub, append(append([]Verdict(nil), pool...), sub)), "approval"
+}
+
+// consult runs the approval seam for a liftable deny (§9). It reports
+// whether the seam was consulted at all and whether the substitute permits.
+func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) (Verdict, bool, bool) {
+	if !v.Liftable() || e.cfg.Mode != Enforce || p == AgentShutdown || e.cfg.Resolver == nil {
+		return Verdict{}, false, false
+	}
+	fail := func(r Reason) (Verdict, bool, bool) { return hostError(r, ""), false, true }
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ResolverTimeout)
+	defer cancel()
+
+	presented := bytes.Clone(work)
+	if e.cfg.Redactor != nil {
+		red, err := safeRedact(cctx, e.cfg.Redactor, presented)
+		if err != nil {
+			return fail(ReasonApprovalResolverFailed)
+		}
+		presented = red
+	}
+	var ident *string
+	if e.cfg.Identity != nil {
+		id, err := e.identity(presented)
+		if err != nil {
+			return fail(ReasonContextInvalid)
+		}
+		ident = &id
+	}
+	req := ApprovalRequest{ContextIdentity: ident, Point: p, Verdict: v, Context: presented}
+	type answer struct {
+		res ApprovalResolution
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- answer{err: fmt.Errorf("resolver panicked")}
+			}
+		}()
+		res, err := e.cfg.Resolver.Resolve(cctx, req)
+		done <- answer{res, err}
+	}()
+	var res ApprovalResolution
+	select {
+	case a := <-done:
+		if a.err != nil {
+			return fail(ReasonApprovalResolverFailed)
+		}
+		res = a.res
+	case <-cctx.Done():
+		return fail(ReasonApprovalResolverFailed)
+	}
+	// §9 normative validation order.
+	if !sameIdentity(res.ContextIdentity, ident) {
+		return fail(ReasonApprovalIdentityMismatch)
+	}
+	hasVerdict := len(bytes.TrimSpace(res.Verdict)) > 0 && string(bytes.TrimSpace(res.Verdict)) != "null"
+	switch res.Outcome {
+	case OutcomeUnresolved:
+		if hasVerdict {
+			return fail(ReasonApprovalResolverFailed)
+		}
+		return fail(ReasonApprovalUnresolved)
+	case OutcomeApprove, OutcomeReject:
+		if !hasVerdict {
+			return fail(ReasonApprovalResolverFailed)
+		}
+	default:
+		return fail(ReasonApprovalResolverFailed)
+	}
+	rv, err := ParseVerdict(res.Verdict)
+	if err != nil {
+		return fail(ReasonVerdictInvalid)
+	}
+	if res.Outcome == OutcomeApprove {
+		if !rv.Decision.Permits() {
+			return fail(ReasonVerdictInvalid)
+		}
+		return rv, true, true
+	}
+	if rv.Decision != DecisionDeny {
+		return fail(ReasonVerdictInvalid)
+	}
+	return rv, false, true
+}
+
+func safeRedact(ctx context.Context, r Redactor, raw []byte) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("redactor panicked")
+		}
+	}()
+	out, err = r.Redact(ctx, raw)
+	if err == nil && !gjson.ValidBytes(out) {
+		err = fmt.Errorf("redactor returned invalid JSON")
+	}
+	return out, err
+}
+
+func sameIdentity(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}

@@ -1,0 +1,103 @@
+package points
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Interceptor decides on one context. It must treat c as read-only input; it
+// receives its own copy (§7), so mutating it affects nobody else. A returned
+// error that wraps *VerdictError substitutes host_error:verdict_invalid (or
+// the path reason it carries); any other error, or a panic, substitutes
+// host_error:interceptor_failed. ctx is cancelled when the binding's timeout
+// expires.
+type Interceptor interface {
+	Intercept(ctx context.Context, c *Context) (Verdict, error)
+}
+
+// InterceptorFunc adapts a function to Interceptor.
+type InterceptorFunc func(ctx context.Context, c *Context) (Verdict, error)
+
+// Intercept calls f.
+func (f InterceptorFunc) Intercept(ctx context.Context, c *Context) (Verdict, error) {
+	return f(ctx, c)
+}
+
+// Binding is one registered interceptor: its registration name (payload-free,
+// it appears in records as verdicts[].name), the points it is bound at
+// (empty: all eight) and its timeout (zero: the emitter's default).
+type Binding struct {
+	Name        string
+	Interceptor Interceptor
+	At          []Point
+	Timeout     time.Duration
+}
+
+// boundAt reports whether b applies at p.
+func (b Binding) boundAt(p Point) bool {
+	if len(b.At) == 0 {
+		return true
+	}
+	for _, a := range b.At {
+		if a == p {
+			return true
+		}
+	}
+	return false
+}
+
+// ApprovalRequest is what the approval seam hands a resolver (§9). Context
+// is the context as presented, after redaction; ContextIdentity is computed
+// over exactly those bytes (nil under the null provider).
+type ApprovalRequest struct {
+	ContextIdentity *string         `json:"context_identity"`
+	Point           Point           `json:"interception_point"`
+	Verdict         Verdict         `json:"verdict"`
+	Context         json.RawMessage `json:"context"`
+}
+
+// The approval outcomes of §9.
+const (
+	OutcomeApprove    = "approve"
+	OutcomeReject     = "reject"
+	OutcomeUnresolved = "unresolved"
+)
+
+// ApprovalResolution is a resolver's answer. Verdict is wire JSON so that the
+// host can run the normative validation order on it (§9); nil when absent.
+type ApprovalResolution struct {
+	Outcome         string          `json:"outcome"`
+	ContextIdentity *string         `json:"context_identity"`
+	Verdict         json.RawMessage `json:"verdict,omitempty"`
+}
+
+// Resolver is the approval seam: it lifts or keeps a liftable deny. A
+// returned error, or a timeout, is host_error:approval_resolver_failed.
+type Resolver interface {
+	Resolve(ctx context.Context, req ApprovalRequest) (ApprovalResolution, error)
+}
+
+// ResolverFunc adapts a function to Resolver.
+type ResolverFunc func(ctx context.Context, req ApprovalRequest) (ApprovalResolution, error)
+
+// Resolve calls f.
+func (f ResolverFunc) Resolve(ctx context.Context, req ApprovalRequest) (ApprovalResolution, error) {
+	return f(ctx, req)
+}
+
+// Redactor rewrites the context an approver will see (§9, the approval
+// redactor). It returns a whole context; an error is
+// host_error:approval_resolver_failed.
+type Redactor interface {
+	Redact(ctx context.Context, raw []byte) ([]byte, error)
+}
+
+// RedactorFunc adapts a function to Redactor.
+type RedactorFunc func(ctx context.Context, raw []byte) ([]byte, error)
+
+// Redact calls f.
+func (f RedactorFunc) Redact(ctx context.Context, raw []byte) ([]byte, error) { return f(ctx, raw) }
+
+func asTransformError(err error, target **TransformError) bool { return errors.As(err, target) }

@@ -1,0 +1,68 @@
+package points
+
+import (
+	"encoding/json"
+	"math/big"
+	"strings"
+)
+
+func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
+
+// deepEqualJSON compares values decoded with UseNumber; numbers compare by
+// value so 1 and 1.0 are equal.
+func deepEqualJSON(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !deepEqualJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !deepEqualJSON(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		if x == y {
+			return true
+		}
+		fx, _, err1 := big.ParseFloat(string(x), 10, 256, big.ToNearestEven)
+		fy, _, err2 := big.ParseFloat(string(y), 10, 256, big.ToNearestEven)
+		return err1 == nil && err2 == nil && fx.Cmp(fy) == 0
+	default:
+		return a == b
+	}
+}
+
+// truncateMessage cuts s to at most 256 UTF-8 bytes on a character boundary
+// and marks the cut with an ellipsis (§10.3 record projection).
+func truncateMessage(s string) string {
+	const max = 256
+	if len(s) <= max {
+		return s
+	}
+	end := max
+	for end > 0 && !isRuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "…"
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
