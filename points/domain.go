@@ -96,7 +96,7 @@ func CheckEncoding(raw []byte, maxDepth int) error {
 // The jcs-sha256 provider applies the integer bound to the identity
 // projection only (canonical.rs scopes it there, so a big integer in an
 // optional or extension field never rejects); it runs CheckDomain on
-// Project's output itself. The emitter should therefore call CheckSize and
+// ProjectPreimage's output itself. The emitter should therefore call CheckSize and
 // CheckEncoding on the whole context and leave the integer bound to the
 // provider. CheckDomain on a whole value is what CanonicalJSON uses.
 func CheckDomain(raw []byte, maxDepth int) error {

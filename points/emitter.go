@@ -817,3 +817,31 @@ func sameIdentity(a, b *string) bool {
 	}
 	return *a == *b
 }
+
+// EmitHostDeny records a host-synthesized deny for ev without dispatching
+// any interceptor: the §12.1 shape for a response the host could not
+// assemble (post_model_call with finish_reason "stream_incomplete" and
+// host_error:streaming_unsupported). The action never proceeds.
+func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason Reason, detail string) Result {
+	start := time.Now()
+	seq := s.nextSequence()
+	now := e.cfg.Now()
+	raw, err := s.build(ev, seq, now)
+	if err != nil {
+		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
+	}
+	v := hostError(reason, detail)
+	rec := &Record{
+		InterceptionPoint: ev.Point, Mode: e.cfg.Mode, Verdict: Project(v),
+		IdentityProvider: e.IdentityProviderName(), SessionID: s.ID(), Sequence: seq,
+		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
+		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
+	}
+	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckDomain(raw, e.cfg.MaxDepth) == nil {
+		if id, err := e.identity(raw); err == nil {
+			rec.InputIdentity, rec.EnforcedIdentity = &id, &id
+		}
+	}
+	e.deliver(rec, start)
+	return Result{Record: rec, Verdict: v}
+}

@@ -1,0 +1,247 @@
+package points
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func allowAll() Interceptor {
+	return InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Allow(), nil })
+}
+
+func verdictOf(v Verdict) Interceptor {
+	return InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return v, nil })
+}
+
+func newTestEmitter(t testing.TB, cfg Config) *Emitter {
+	t.Helper()
+	if cfg.Identity == nil {
+		cfg.Identity = JCSSHA256()
+	}
+	e, err := NewEmitter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func testSession() *Session { return NewSession(Agent{ID: "a", Framework: "test"}, "s-1") }
+
+func TestEmitOutcomes(t *testing.T) {
+	args := json.RawMessage(`{"url":"https://x","n":1}`)
+	tests := []struct {
+		name       string
+		bindings   []Interceptor
+		mode       Mode
+		wantDec    Decision
+		wantReason string
+		proceed    bool
+		decidedBy  *int
+		wantArgs   string
+	}{
+		{"allow", []Interceptor{allowAll()}, Enforce, DecisionAllow, "", true, nil, `{"url":"https://x","n":1}`},
+		{"deny", []Interceptor{allowAll(), verdictOf(Deny("nope", "m"))}, Enforce, DecisionDeny, "nope", false, idx(1), ""},
+		{"transform", []Interceptor{verdictOf(Replace("$target.url", json.RawMessage(`"https://safe"`)))}, Enforce, DecisionTransform, "", true, idx(0), `{"url":"https://safe","n":1}`},
+		{"transform evaluate_only not applied", []Interceptor{verdictOf(Replace("$target.url", json.RawMessage(`"https://safe"`)))}, EvaluateOnly, DecisionTransform, "", true, idx(0), `{"url":"https://x","n":1}`},
+		{"transform missing key", []Interceptor{verdictOf(Replace("$target.nope", json.RawMessage(`1`)))}, Enforce, DecisionDeny, ReasonTransformInvalid, false, nil, ""},
+		{"transform outside target", []Interceptor{verdictOf(Replace("$.x", json.RawMessage(`1`)))}, Enforce, DecisionDeny, ReasonVerdictInvalid, false, idx(0), ""},
+		{"reserved reason", []Interceptor{verdictOf(Deny("host_error:x", ""))}, Enforce, DecisionDeny, ReasonVerdictInvalid, false, idx(0), ""},
+		{"error", []Interceptor{InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Verdict{}, errors.New("boom") })}, Enforce, DecisionDeny, ReasonInterceptorFailed, false, idx(0), ""},
+		{"panic", []Interceptor{InterceptorFunc(func(context.Context, *Context) (Verdict, error) { panic("x") })}, Enforce, DecisionDeny, ReasonInterceptorFailed, false, idx(0), ""},
+		{"zero interceptors", nil, Enforce, DecisionDeny, ReasonNoInterceptor, false, nil, ""},
+		{"zero interceptors evaluate_only", nil, EvaluateOnly, DecisionDeny, ReasonNoInterceptor, true, nil, ""},
+		{"escalate without resolver", []Interceptor{verdictOf(Escalate("ask", ""))}, Enforce, DecisionDeny, "ask", false, idx(0), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var bs []Binding
+			for i, ic := range tt.bindings {
+				bs = append(bs, Binding{Name: fmt.Sprint("b", i), Interceptor: ic})
+			}
+			e := newTestEmitter(t, Config{Mode: tt.mode, Bindings: bs})
+			// The transform-outside-target case: "$.x" is not rooted at $target.
+			res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c1", "http_get", args))
+			if res.Verdict.Decision != tt.wantDec || res.Verdict.Reason != tt.wantReason {
+				if !(tt.name == "transform outside target" && res.Verdict.Reason == ReasonTransformTargetForbidden) {
+					t.Fatalf("verdict = %s %q, want %s %q", res.Verdict.Decision, res.Verdict.Reason, tt.wantDec, tt.wantReason)
+				}
+			}
+			if res.Proceed != tt.proceed {
+				t.Fatalf("proceed = %v", res.Proceed)
+			}
+			if (res.Record.DecidedBy == nil) != (tt.decidedBy == nil) || (tt.decidedBy != nil && *res.Record.DecidedBy != *tt.decidedBy) {
+				t.Fatalf("decided_by = %v, want %v", res.Record.DecidedBy, tt.decidedBy)
+			}
+			if tt.wantArgs != "" {
+				if got := res.Context; got == nil || res.Target().Raw != tt.wantArgs {
+					t.Fatalf("target = %s, want %s", res.Target().Raw, tt.wantArgs)
+				}
+				if tc := res.Target().Raw; tc != gjsonGet(res.Context, "tool_call.args") {
+					t.Fatalf("write-back: tool_call.args %s != target %s", gjsonGet(res.Context, "tool_call.args"), tc)
+				}
+			}
+			if ValidateEnvelope(res.Context) != nil && res.Context != nil {
+				t.Fatalf("enforced context invalid: %v", ValidateEnvelope(res.Context))
+			}
+		})
+	}
+}
+
+func TestEmitTimeout(t *testing.T) {
+	slow := InterceptorFunc(func(ctx context.Context, _ *Context) (Verdict, error) {
+		<-ctx.Done()
+		return Allow(), nil
+	})
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "slow", Interceptor: slow, Timeout: 20 * time.Millisecond}}})
+	res := e.Emit(context.Background(), testSession(), OutputEvent(json.RawMessage(`"hi"`)))
+	if res.Verdict.Reason != ReasonInterceptorTimeout || res.Proceed {
+		t.Fatalf("got %s", res.Verdict)
+	}
+}
+
+func TestEmitContextInvalid(t *testing.T) {
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "a", Interceptor: allowAll()}}})
+	for name, ev := range map[string]Event{
+		"bigint":      OutputEvent(json.RawMessage(`{"n":9007199254740993}`)),
+		"beyond u64":  OutputEvent(json.RawMessage(`{"n":123456789012345678901234567890}`)),
+		"surrogate":   OutputEvent(json.RawMessage(`"\ud800"`)),
+		"bad role":    InputEvent(json.RawMessage(`"x"`), "robot"),
+		"deep":        OutputEvent(json.RawMessage(strings.Repeat("[", 200) + strings.Repeat("]", 200))),
+		"args array":  PreToolCallEvent("c", "t", json.RawMessage(`[1]`)),
+		"empty id":    PreToolCallEvent("", "t", json.RawMessage(`{}`)),
+		"bad summary": ShutdownEvent("exploded"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			res := e.Emit(context.Background(), testSession(), ev)
+			if res.Verdict.Reason != ReasonContextInvalid || res.Proceed {
+				t.Fatalf("got %s", res.Verdict)
+			}
+			if res.Record.InputIdentity != nil || res.Record.DecidedBy != nil {
+				t.Fatalf("record must carry null identity and decided_by: %+v", res.Record)
+			}
+		})
+	}
+	big := NewSession(Agent{ID: "a", Framework: "test"}, "s")
+	e2 := newTestEmitter(t, Config{MaxContextBytes: 1024, Bindings: []Binding{{Name: "a", Interceptor: allowAll()}}})
+	res := e2.Emit(context.Background(), big, OutputEvent(json.RawMessage(`"`+strings.Repeat("x", 2048)+`"`)))
+	if res.Verdict.Reason != ReasonContextInvalid {
+		t.Fatalf("oversize: %s", res.Verdict)
+	}
+}
+
+func TestSequenceConcurrent(t *testing.T) {
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "a", Interceptor: allowAll()}}})
+	s := testSession()
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	for i := 0; i < 64; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			res := e.Emit(context.Background(), s, PreToolCallEvent(fmt.Sprint("c", i), "t", json.RawMessage(`{}`)))
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[res.Record.Sequence] {
+				t.Errorf("duplicate sequence %d", res.Record.Sequence)
+			}
+			seen[res.Record.Sequence] = true
+		}(i)
+	}
+	wg.Wait()
+	for i := int64(0); i < 64; i++ {
+		if !seen[i] {
+			t.Fatalf("sequence %d missing", i)
+		}
+	}
+}
+
+func TestMutationIsolated(t *testing.T) {
+	mut := InterceptorFunc(func(_ context.Context, c *Context) (Verdict, error) {
+		raw := c.Raw()
+		for i := range raw {
+			raw[i] = 'x'
+		}
+		return Allow(), nil
+	})
+	var seen string
+	check := InterceptorFunc(func(_ context.Context, c *Context) (Verdict, error) {
+		seen = c.Get("tool_call.name").Str
+		return Allow(), nil
+	})
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "m", Interceptor: mut}, {Name: "c", Interceptor: check}}})
+	res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c", "tool", json.RawMessage(`{}`)))
+	if seen != "tool" || !res.Proceed || *res.Record.InputIdentity != *res.Record.EnforcedIdentity {
+		t.Fatalf("mutation leaked: seen %q, %s", seen, res.Verdict)
+	}
+}
+
+func TestRecordProjection(t *testing.T) {
+	long := strings.Repeat("é", 300)
+	v := Replace("$target.url", json.RawMessage(`"SECRET-VALUE"`))
+	v.Message = long
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "t", Interceptor: verdictOf(v)}}})
+	res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c", "t", json.RawMessage(`{"url":"a"}`)))
+	b, _ := json.Marshal(res.Record)
+	if strings.Contains(string(b), "SECRET-VALUE") {
+		t.Fatalf("record carries transform value: %s", b)
+	}
+	if !strings.Contains(string(b), `"path":"$target.url"`) {
+		t.Fatalf("record lost transform path: %s", b)
+	}
+	if m := res.Record.Verdict.Message; len(m) > 256+len("…") || !strings.HasSuffix(m, "…") {
+		t.Fatalf("message not truncated: %d bytes", len(m))
+	}
+	if *res.Record.InputIdentity == *res.Record.EnforcedIdentity {
+		t.Fatal("enforced identity must change after a transform")
+	}
+}
+
+func gjsonGet(raw []byte, path string) string {
+	c := &Context{raw: raw}
+	return c.Get(path).Raw
+}
+
+func benchmarkEmit(b *testing.B, n int, msgBytes int) {
+	var bs []Binding
+	for i := 0; i < n; i++ {
+		bs = append(bs, Binding{Name: fmt.Sprint("b", i), Interceptor: InterceptorFunc(func(_ context.Context, c *Context) (Verdict, error) {
+			if c.Get("model.id").Str == "" {
+				return Deny("no_model", ""), nil
+			}
+			return Allow(), nil
+		})})
+	}
+	e := newTestEmitter(b, Config{Bindings: bs})
+	chunk := strings.Repeat("lorem ipsum dolor sit amet ", msgBytes/27/10+1)
+	var msgs strings.Builder
+	msgs.WriteString("[")
+	for i := 0; i < 10; i++ {
+		if i > 0 {
+			msgs.WriteString(",")
+		}
+		fmt.Fprintf(&msgs, `{"role":"user","content":%q}`, chunk)
+	}
+	msgs.WriteString("]")
+	ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs.String()))
+	s := testSession()
+	b.SetBytes(int64(msgs.Len()))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if res := e.Emit(context.Background(), s, ev); !res.Proceed {
+			b.Fatal(res.Verdict)
+		}
+	}
+}
+
+func BenchmarkEmit1x2KB(b *testing.B) { benchmarkEmit(b, 1, 2<<10) }
+func BenchmarkEmit8x2KB(b *testing.B) { benchmarkEmit(b, 8, 2<<10) }
+func BenchmarkEmit1x1MB(b *testing.B) { benchmarkEmit(b, 1, 1<<20) }
+func BenchmarkEmit8x1MB(b *testing.B) { benchmarkEmit(b, 8, 1<<20) }

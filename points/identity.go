@@ -1,0 +1,513 @@
+package points
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/gowebpki/jcs"
+)
+
+// IdentityProvider computes context_identity (§10.1): a pure function of the
+// whole wire context. An error fails the emission closed as
+// host_error:context_invalid before any interceptor runs; the errors
+// returned by the providers in this package are *DomainError.
+type IdentityProvider interface {
+	// Name is the identity_provider value written on records.
+	Name() string
+	// Identity returns the opaque identity of raw, the whole context JSON.
+	Identity(raw []byte) (string, error)
+}
+
+// JCSSHA256Name is the name of the default provider of §10.2.
+const JCSSHA256Name = "jcs-sha256"
+
+// JCSSHA256 returns the default provider of §10.2:
+// "sha256:" + lowercase hex of SHA-256 over Preimage(raw).
+func JCSSHA256() IdentityProvider { return jcsSHA256{} }
+
+type jcsSHA256 struct{}
+
+func (jcsSHA256) Name() string { return JCSSHA256Name }
+
+func (jcsSHA256) Identity(raw []byte) (string, error) {
+	pre, err := Preimage(raw)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(pre)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// hmacMinKey is the shortest accepted HMAC key: RFC 2104 §3 discourages
+// keys shorter than the hash output.
+const hmacMinKey = sha256.Size
+
+// HMACSHA256 returns a keyed provider named "hmac-sha256-<keyID>", the
+// naming §10.1 recommends for non-linkable records (TM-24). It computes
+// "hmac-sha256:" + lowercase hex of HMAC-SHA-256(key, Preimage(raw)); the
+// spec leaves the value format to the host, so this prefix is ours. keyID
+// must be non-empty and made of [a-z0-9_-] so the name matches
+// ^[a-z][a-z0-9_-]*$, and key must be at least 32 bytes. The key is copied.
+func HMACSHA256(keyID string, key []byte) (IdentityProvider, error) {
+	if keyID == "" {
+		return nil, errors.New("points: hmac-sha256 key id is empty")
+	}
+	name := "hmac-sha256-" + keyID
+	if err := CheckProviderName(name); err != nil {
+		return nil, err
+	}
+	if len(key) < hmacMinKey {
+		return nil, fmt.Errorf("points: hmac-sha256 key must be at least %d bytes", hmacMinKey)
+	}
+	return &hmacSHA256{name: name, key: bytes.Clone(key)}, nil
+}
+
+type hmacSHA256 struct {
+	name string
+	key  []byte
+}
+
+func (p *hmacSHA256) Name() string { return p.name }
+
+func (p *hmacSHA256) Identity(raw []byte) (string, error) {
+	pre, err := Preimage(raw)
+	if err != nil {
+		return "", err
+	}
+	m := hmac.New(sha256.New, p.key)
+	m.Write(pre)
+	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil)), nil
+}
+
+// CheckProviderName enforces §10.1's rule for host-defined provider names:
+// ^[a-z][a-z0-9_-]*$ and not starting with "jcs" (reserved so a custom
+// function can never claim golden-vector semantics).
+func CheckProviderName(name string) error {
+	if name == "" || name[0] < 'a' || name[0] > 'z' {
+		return errors.New("points: identity provider name must match ^[a-z][a-z0-9_-]*$")
+	}
+	for i := 1; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return errors.New("points: identity provider name must match ^[a-z][a-z0-9_-]*$")
+		}
+	}
+	if len(name) >= 3 && name[:3] == "jcs" {
+		return errors.New("points: identity provider names starting with jcs are reserved")
+	}
+	return nil
+}
+
+// CanonicalJSON returns the RFC 8785 form of raw, any JSON value, without
+// projecting it. raw must pass CheckDomain (with DefaultMaxDepth): the
+// integer bound applies to the whole value, because a beyond-2^53 integer
+// would otherwise be silently rounded.
+//
+// The serialization is github.com/gowebpki/jcs v1.0.2, which was checked
+// against RFC 8785: members sorted by UTF-16 code units, numbers per
+// ECMA-262 Number::toString via correctly rounded parsing (1e21 → 1e+21,
+// 1e-7 → 1e-7, -0 → 0, 9.999999999999997e+22 kept), minimal escapes with
+// lowercase \u00xx. It also refuses lone surrogates, invalid UTF-8 and
+// duplicate names, all of which CheckDomain rejects first anyway.
+func CanonicalJSON(raw []byte) ([]byte, error) {
+	if err := CheckDomain(raw, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	return canonicalize(raw)
+}
+
+func canonicalize(raw []byte) ([]byte, error) {
+	out, err := jcs.Transform(raw)
+	if err != nil {
+		// Unreachable after the domain checks; never echo jcs's message, it
+		// can quote input.
+		return nil, &DomainError{Path: "$", Problem: "cannot be canonicalized (RFC 8785)"}
+	}
+	return out, nil
+}
+
+// Preimage returns the identity preimage of §10.2, canonical_json(ctx_rc):
+// the RFC 8785 form of ProjectPreimage(raw), after the checks the reference core
+// makes on its identity path, in its order of severity: raw passes
+// CheckEncoding (whole context, DefaultMaxDepth), the §4.1/§4.2 envelope is
+// valid (presence and JSON type of the required core and of the point's
+// conditional members), and the projection passes CheckDomain (integer
+// bound and depth). Every failure is a *DomainError.
+func Preimage(raw []byte) ([]byte, error) {
+	if err := CheckEncoding(raw, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	top, err := topMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEnvelope(top); err != nil {
+		return nil, err
+	}
+	proj := project(top)
+	if err := CheckDomain(proj, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	return canonicalize(proj)
+}
+
+// ProjectPreimage returns ctx_rc, the closed required+conditional projection of
+// §10.2, as compact JSON: the required core (spec, interception_point,
+// timestamp, sequence, agent.{id,framework}, session.{id}, target) and the
+// point's conditional members with their subfield whitelists; everything
+// else is dropped. Kept values are copied byte for byte; members are
+// written in a fixed order, so ProjectPreimage is idempotent. raw must pass
+// CheckEncoding and be an object whose interception_point is one of the
+// eight points. It does not validate the envelope (Preimage does). (It is
+// not called Project because record.go's Project projects verdicts.)
+func ProjectPreimage(raw []byte) ([]byte, error) {
+	if err := CheckEncoding(raw, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	top, err := topMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pointOf(top); err != nil {
+		return nil, err
+	}
+	return project(top), nil
+}
+
+// keep is a projection rule: a member and, when sub is non-nil, the only
+// subfields kept when its value is an object.
+type keep struct {
+	key string
+	sub []string
+}
+
+// requiredKeep is the required core of the preimage (§4.1, §10.2).
+var requiredKeep = [...]keep{
+	{"spec", nil},
+	{"interception_point", nil},
+	{"timestamp", nil},
+	{"sequence", nil},
+	{"agent", []string{"id", "framework"}},
+	{"session", []string{"id"}},
+	{"target", nil},
+}
+
+// conditionalKeep is the closed per-point preimage (§4.2, §10.2), mirroring
+// the per-point schemas' required members.
+func conditionalKeep(p Point) []keep {
+	switch p {
+	case AgentStartup:
+		return []keep{{"agent_init", []string{"tools_registered"}}}
+	case Input:
+		return []keep{{"input", []string{"content", "role"}}}
+	case PreModelCall:
+		return []keep{{"model", []string{"id"}}, {"messages", nil}}
+	case PostModelCall:
+		return []keep{{"model", []string{"id"}}, {"response", []string{"content", "tool_calls", "finish_reason"}}}
+	case PreToolCall:
+		return []keep{{"tool_call", []string{"id", "name", "args"}}}
+	case PostToolCall:
+		return []keep{{"tool_call", []string{"id", "name", "args"}}, {"tool_result", []string{"value", "is_error"}}}
+	case Output:
+		return []keep{{"output", []string{"content"}}}
+	case AgentShutdown:
+		return []keep{{"summary", []string{"reason"}}}
+	}
+	return nil
+}
+
+// members maps member names (unescaped) to raw values of one object.
+type members map[string][]byte
+
+// topMembers reads the members of raw, which CheckEncoding has accepted,
+// and fails unless raw is an object.
+func topMembers(raw []byte) (members, error) {
+	b := trimWS(raw)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, &DomainError{Path: "$", Problem: describe("an object")}
+	}
+	m := members{}
+	forEachMember(b, func(k string, v []byte) { m[k] = v })
+	return m, nil
+}
+
+// pointOf returns the context's interception point or a value-free error.
+func pointOf(top members) (Point, error) {
+	s, ok := jsonString(top["interception_point"])
+	if !ok {
+		return "", &DomainError{Path: "$.interception_point", Problem: describe("a string (see spec §4.1)")}
+	}
+	p := Point(s)
+	if !p.Valid() {
+		return "", &DomainError{Path: "$.interception_point", Problem: "not one of the eight closed values (see spec §3)"}
+	}
+	return p, nil
+}
+
+// project writes the projection of an already validated object.
+func project(top members) []byte {
+	p, _ := pointOf(top)
+	var b bytes.Buffer
+	b.WriteByte('{')
+	first := true
+	write := func(k keep) {
+		v, ok := top[k.key]
+		if !ok {
+			return
+		}
+		if !first {
+			b.WriteByte(',')
+		}
+		first = false
+		b.WriteString(strconv.Quote(k.key))
+		b.WriteByte(':')
+		if k.sub == nil || v[0] != '{' {
+			// Non-objects are kept whole, as the reference does; the
+			// envelope check rejects them where an object is required.
+			b.Write(v)
+			return
+		}
+		sub := members{}
+		forEachMember(v, func(name string, val []byte) { sub[name] = val })
+		b.WriteByte('{')
+		firstSub := true
+		for _, s := range k.sub {
+			sv, ok := sub[s]
+			if !ok {
+				continue
+			}
+			if !firstSub {
+				b.WriteByte(',')
+			}
+			firstSub = false
+			b.WriteString(strconv.Quote(s))
+			b.WriteByte(':')
+			b.Write(sv)
+		}
+		b.WriteByte('}')
+	}
+	for _, k := range requiredKeep {
+		write(k)
+	}
+	for _, k := range conditionalKeep(p) {
+		write(k)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+// checkEnvelope is the §4.1/§4.2 envelope validation of the reference
+// core's validate_envelope: presence and JSON type only, value-free errors.
+func checkEnvelope(top members) error {
+	if s, ok := jsonString(top["spec"]); !ok || !validSpec(s) {
+		return &DomainError{Path: "$.spec", Problem: describe("an agent-hooks/<major>.<minor> string")}
+	}
+	p, err := pointOf(top)
+	if err != nil {
+		return err
+	}
+	if _, ok := jsonString(top["timestamp"]); !ok {
+		return &DomainError{Path: "$.timestamp", Problem: describe("a string")}
+	}
+	if !nonNegativeInt64(top["sequence"]) {
+		return &DomainError{Path: "$.sequence", Problem: describe("an integer >= 0")}
+	}
+	agent, ok := objectMembers(top["agent"])
+	if !ok {
+		return &DomainError{Path: "$.agent", Problem: describe("an object")}
+	}
+	if s, ok := jsonString(agent["id"]); !ok || s == "" {
+		return &DomainError{Path: "$.agent.id", Problem: describe("a non-empty string")}
+	}
+	if s, ok := jsonString(agent["framework"]); !ok || !validFramework(s) {
+		return &DomainError{Path: "$.agent.framework", Problem: describe("a ^[a-z0-9_-]+$ string")}
+	}
+	session, _ := objectMembers(top["session"])
+	if s, ok := jsonString(session["id"]); !ok || s == "" {
+		return &DomainError{Path: "$.session.id", Problem: describe("a non-empty string")}
+	}
+	if _, ok := top["target"]; !ok {
+		return &DomainError{Path: "$.target", Problem: describe("present")}
+	}
+	for _, k := range conditionalKeep(p) {
+		v, ok := top[k.key]
+		if !ok {
+			return &DomainError{Path: "$." + k.key, Problem: describe("present at this interception point")}
+		}
+		if k.sub == nil {
+			continue
+		}
+		obj, ok := objectMembers(v)
+		if !ok {
+			return &DomainError{Path: "$." + k.key, Problem: describe("an object")}
+		}
+		for _, s := range k.sub {
+			if _, ok := obj[s]; !ok {
+				return &DomainError{Path: "$." + k.key + "." + s, Problem: "missing (see spec §4.2)"}
+			}
+		}
+	}
+	return nil
+}
+
+// validSpec matches agent-hooks/<digits>.<digits> the way the reference
+// does (one dot; both parts non-empty digit runs).
+func validSpec(s string) bool {
+	const prefix = "agent-hooks/"
+	if len(s) <= len(prefix) || s[:len(prefix)] != prefix {
+		return false
+	}
+	ver := s[len(prefix):]
+	dot := -1
+	for i := 0; i < len(ver); i++ {
+		switch c := ver[i]; {
+		case c == '.' && dot < 0:
+			dot = i
+		case c < '0' || c > '9':
+			return false
+		}
+	}
+	return dot > 0 && dot < len(ver)-1
+}
+
+func validFramework(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// nonNegativeInt64 mirrors serde_json's as_i64 >= 0: an integer-syntax
+// literal (no fraction or exponent, so 1.0 fails) that fits an i64 and is
+// not negative; -0 parses as a double in serde_json and fails too.
+func nonNegativeInt64(v []byte) bool {
+	if len(v) == 0 || v[0] < '0' || v[0] > '9' {
+		return false
+	}
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	_, err := strconv.ParseInt(string(v), 10, 64)
+	return err == nil
+}
+
+// jsonString decodes v when it is a JSON string.
+func jsonString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	body := v[1 : len(v)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return string(body), true
+	}
+	return string(unescapeString(body)), true
+}
+
+// objectMembers returns the members of v when it is a JSON object.
+func objectMembers(v []byte) (members, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return nil, false
+	}
+	m := members{}
+	forEachMember(v, func(k string, val []byte) { m[k] = val })
+	return m, true
+}
+
+// forEachMember calls fn with each name (unescaped) and trimmed raw value of
+// obj, a valid JSON object starting at '{'.
+func forEachMember(obj []byte, fn func(name string, val []byte)) {
+	i := 1
+	for {
+		i = skipWSAt(obj, i)
+		if obj[i] == '}' {
+			return
+		}
+		if obj[i] == ',' {
+			i = skipWSAt(obj, i+1)
+		}
+		end := skipString(obj, i)
+		name, _ := jsonString(obj[i:end])
+		i = skipWSAt(obj, end)
+		i = skipWSAt(obj, i+1) // ':'
+		vend := skipValue(obj, i)
+		fn(name, obj[i:vend])
+		i = vend
+	}
+}
+
+func skipWSAt(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+func trimWS(b []byte) []byte {
+	i := skipWSAt(b, 0)
+	j := len(b)
+	for j > i && (b[j-1] == ' ' || b[j-1] == '\t' || b[j-1] == '\n' || b[j-1] == '\r') {
+		j--
+	}
+	return b[i:j]
+}
+
+// skipString returns the index just past the string starting at b[i]=='"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just past the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i)
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return len(b)
+	default:
+		for i < len(b) {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+			i++
+		}
+		return i
+	}
+}

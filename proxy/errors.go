@@ -1,0 +1,72 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// openAIError is the OpenAI error envelope clients already parse.
+type openAIError struct {
+	Error errorBody `json:"error"`
+}
+
+type errorBody struct {
+	Message    string      `json:"message"`
+	Type       string      `json:"type"`
+	Code       any         `json:"code"`
+	Param      any         `json:"param"`
+	AgentHooks *hooksFacts `json:"agent_hooks,omitempty"`
+}
+
+// hooksFacts tells the caller which decision blocked it, never the payload.
+type hooksFacts struct {
+	InterceptionPoint points.Point `json:"interception_point"`
+	Reason            string       `json:"reason"`
+	DecidedBy         *int         `json:"decided_by"`
+	SessionID         string       `json:"session_id"`
+	Sequence          int64        `json:"sequence"`
+	Liftable          bool         `json:"liftable"`
+}
+
+// writeError answers an OpenAI-shaped error. code may be nil.
+func writeError(w http.ResponseWriter, status int, typ, message string, code any) {
+	writeJSON(w, status, openAIError{Error: errorBody{Message: message, Type: typ, Code: code}})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// writeBlocked answers a blocking verdict: 403 for a policy deny, 503 for a
+// fail-closed host error. The body names the decision, not the payload.
+func writeBlocked(w http.ResponseWriter, res points.Result) {
+	rec := res.Record
+	reason := rec.Verdict.Reason
+	status, typ := http.StatusForbidden, "agent_hooks_denied"
+	msg := "Request blocked by agent-hooks at " + string(rec.InterceptionPoint) + "."
+	if points.IsHostError(reason) {
+		status, typ = http.StatusServiceUnavailable, "agent_hooks_host_error"
+		msg = "Request failed closed by agent-hooks at " + string(rec.InterceptionPoint) + " (" + reason + ")."
+	} else if res.Verdict.Message != "" {
+		// The interceptor's own message is policy text, not payload; the
+		// record projection bounds it the same way.
+		msg += " " + rec.Verdict.Message
+	}
+	if reason == "" {
+		reason = "deny"
+	}
+	w.Header().Set("X-Should-Retry", "false")
+	writeJSON(w, status, openAIError{Error: errorBody{
+		Message: msg, Type: typ, Code: reason,
+		AgentHooks: &hooksFacts{
+			InterceptionPoint: rec.InterceptionPoint, Reason: reason, DecidedBy: rec.DecidedBy,
+			SessionID: rec.SessionID, Sequence: rec.Sequence, Liftable: rec.Liftable(),
+		},
+	}})
+}

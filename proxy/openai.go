@@ -1,0 +1,229 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+)
+
+// projectMessages returns the request's messages as pre_model_call wants
+// them: every message has a content member (an assistant message that only
+// carries tool_calls gets content: null). The bytes are shared with the
+// body unless a message needs patching.
+func projectMessages(body []byte) []byte {
+	msgs := gjson.GetBytes(body, "messages")
+	raw := []byte(msgs.Raw)
+	needs := false
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if !m.Get("content").Exists() {
+			needs = true
+			return false
+		}
+		return true
+	})
+	if !needs {
+		return raw
+	}
+	out := append([]byte(nil), raw...)
+	i := 0
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		if !m.Get("content").Exists() {
+			out, _ = sjson.SetRawBytes(out, strconv.Itoa(i)+".content", []byte("null"))
+		}
+		i++
+		return true
+	})
+	return out
+}
+
+// toolDecls projects the request's tools to [{name, description?, schema?}].
+func toolDecls(body []byte) ([]byte, []string) {
+	tools := gjson.GetBytes(body, "tools")
+	if !tools.IsArray() {
+		return nil, nil
+	}
+	var names []string
+	out := []byte{'['}
+	tools.ForEach(func(_, t gjson.Result) bool {
+		fn := t.Get("function")
+		name := fn.Get("name")
+		if name.Type != gjson.String {
+			name = t.Get("name")
+		}
+		if name.Type != gjson.String {
+			return true
+		}
+		names = append(names, name.Str)
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"name":`...)
+		out = append(out, name.Raw...)
+		if d := fn.Get("description"); d.Type == gjson.String {
+			out = append(out, `,"description":`...)
+			out = append(out, d.Raw...)
+		}
+		if p := fn.Get("parameters"); p.IsObject() {
+			out = append(out, `,"schema":`...)
+			out = append(out, p.Raw...)
+		}
+		out = append(out, '}')
+		return true
+	})
+	return append(out, ']'), names
+}
+
+// argsObject turns an OpenAI arguments string into the object the contract
+// wants; anything that is not a JSON object is kept as raw_arguments.
+func argsObject(s string) []byte {
+	if gjson.Valid(s) {
+		if r := gjson.Parse(s); r.IsObject() {
+			return compact([]byte(s))
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"raw_arguments": s})
+	return b
+}
+
+// argsString is the inverse of argsObject for write-back.
+func argsString(args gjson.Result) string {
+	if args.IsObject() {
+		if ra := args.Get("raw_arguments"); ra.Type == gjson.String && len(args.Map()) == 1 {
+			return ra.Str
+		}
+	}
+	return string(compact([]byte(args.Raw)))
+}
+
+func compact(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+// projectResponse builds post_model_call's response member from a
+// chat.completion (choice 0): {content, tool_calls:[{id,name,args}], finish_reason}.
+func projectResponse(completion []byte) (response []byte, callIDs []string) {
+	msg := gjson.GetBytes(completion, "choices.0.message")
+	out := []byte(`{"content":`)
+	if c := msg.Get("content"); c.Exists() {
+		out = append(out, c.Raw...)
+	} else {
+		out = append(out, "null"...)
+	}
+	out = append(out, `,"tool_calls":[`...)
+	n := 0
+	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		n++
+		id := tc.Get("id").Str
+		callIDs = append(callIDs, id)
+		out = append(out, `{"id":`...)
+		out = appendString(out, id)
+		out = append(out, `,"name":`...)
+		out = appendString(out, tc.Get("function.name").Str)
+		out = append(out, `,"args":`...)
+		out = append(out, argsObject(tc.Get("function.arguments").Str)...)
+		out = append(out, '}')
+		return true
+	})
+	out = append(out, `],"finish_reason":`...)
+	fr := gjson.GetBytes(completion, "choices.0.finish_reason")
+	if fr.Type == gjson.String {
+		out = append(out, fr.Raw...)
+	} else {
+		out = append(out, `"stop"`...)
+	}
+	return append(out, '}'), callIDs
+}
+
+// usageMember projects usage to {prompt_tokens, completion_tokens}.
+func usageMember(completion []byte) []byte {
+	u := gjson.GetBytes(completion, "usage")
+	if !u.IsObject() {
+		return nil
+	}
+	pt, ct := u.Get("prompt_tokens"), u.Get("completion_tokens")
+	if pt.Type != gjson.Number || ct.Type != gjson.Number {
+		return nil
+	}
+	return []byte(`{"prompt_tokens":` + pt.Raw + `,"completion_tokens":` + ct.Raw + `}`)
+}
+
+// writeBackResponse applies a transformed post_model_call response to the
+// chat.completion the client receives.
+func writeBackResponse(completion []byte, resp gjson.Result) ([]byte, error) {
+	var err error
+	if completion, err = sjson.SetRawBytes(completion, "choices.0.message.content", []byte(orNull(resp.Get("content").Raw))); err != nil {
+		return nil, err
+	}
+	if fr := resp.Get("finish_reason"); fr.Type == gjson.String {
+		if completion, err = sjson.SetBytes(completion, "choices.0.finish_reason", fr.Str); err != nil {
+			return nil, err
+		}
+	}
+	calls := resp.Get("tool_calls").Array()
+	if len(calls) == 0 {
+		if gjson.GetBytes(completion, "choices.0.message.tool_calls").Exists() {
+			completion, err = sjson.DeleteBytes(completion, "choices.0.message.tool_calls")
+		}
+		return completion, err
+	}
+	arr := []byte{'['}
+	for i, c := range calls {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, `{"id":`...)
+		arr = appendString(arr, c.Get("id").Str)
+		arr = append(arr, `,"type":"function","function":{"name":`...)
+		arr = appendString(arr, c.Get("name").Str)
+		arr = append(arr, `,"arguments":`...)
+		arr = appendString(arr, argsString(c.Get("args")))
+		arr = append(arr, `}}`...)
+	}
+	arr = append(arr, ']')
+	return sjson.SetRawBytes(completion, "choices.0.message.tool_calls", arr)
+}
+
+func orNull(raw string) string {
+	if raw == "" {
+		return "null"
+	}
+	return raw
+}
+
+func appendString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+// toolCallIDsIn lists the tool-call ids a request refers back to: its tool
+// messages' tool_call_id and its assistant messages' tool_calls ids.
+func toolCallIDsIn(body []byte) []string {
+	var ids []string
+	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+		switch m.Get("role").Str {
+		case "tool":
+			if id := m.Get("tool_call_id").Str; id != "" {
+				ids = append(ids, id)
+			}
+		case "assistant":
+			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+				if id := tc.Get("id").Str; id != "" {
+					ids = append(ids, id)
+				}
+				return true
+			})
+		}
+		return true
+	})
+	return ids
+}

@@ -1,0 +1,199 @@
+// Package proxy mediates OpenAI-compatible HTTP traffic through the
+// AGENT-HOOKS interception points: it maps requests and responses to
+// contexts, holds every response (streams included) until its verdicts
+// permit, writes transforms back with sjson and answers blocks with
+// OpenAI-shaped errors.
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Upstream is the model API base URL; /v1/... is appended as received.
+	Upstream *url.URL
+	// APIKey, when set, replaces the client's Authorization header.
+	APIKey string
+	// UpstreamTimeout bounds one upstream call, body included.
+	UpstreamTimeout time.Duration
+	// Transport carries upstream calls; nil uses a tuned http.Transport.
+	Transport http.RoundTripper
+	// Agent names agent.id and agent.framework in every context.
+	Agent points.Agent
+	// SessionHeader names the session header (default X-Agent-Hooks-Session).
+	SessionHeader string
+	// IdleTimeout ends idle sessions (default 15m); MaxSessions bounds them.
+	IdleTimeout time.Duration
+	MaxSessions int
+	// MaxRequestBytes (default 8 MiB) and MaxBufferedResponseBytes
+	// (default 32 MiB) bound what the proxy reads.
+	MaxRequestBytes          int64
+	MaxBufferedResponseBytes int64
+	// Passthrough lists paths forwarded unchanged; all others are refused.
+	Passthrough []string
+	// Logger receives structured logs without payloads.
+	Logger *slog.Logger
+	// Emitter runs the emissions; Swap replaces it on reload.
+	Emitter *points.Emitter
+	// Now is the clock (tests).
+	Now func() time.Time
+}
+
+// Server is the HTTP front of hooksproxy.
+type Server struct {
+	opts     Options
+	emitter  atomic.Pointer[points.Emitter]
+	sessions *sessions
+	client   *http.Client
+	router   chi.Router
+	log      *slog.Logger
+	wg       sync.WaitGroup
+	stop     context.CancelFunc
+	closing  atomic.Bool
+}
+
+// New returns a Server; call Start to run its session sweeper and Close to
+// end its sessions.
+func New(opts Options) *Server {
+	if opts.SessionHeader == "" {
+		opts.SessionHeader = "X-Agent-Hooks-Session"
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = 8 << 20
+	}
+	if opts.MaxBufferedResponseBytes <= 0 {
+		opts.MaxBufferedResponseBytes = 32 << 20
+	}
+	if opts.UpstreamTimeout <= 0 {
+		opts.UpstreamTimeout = 10 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Agent.ID == "" {
+		opts.Agent.ID = "agent"
+	}
+	if opts.Agent.Framework == "" {
+		opts.Agent.Framework = "openai-compatible"
+	}
+	tr := opts.Transport
+	if tr == nil {
+		tr = &http.Transport{
+			Proxy:                 nil, // never route mediated calls through an environment proxy
+			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:          512,
+			MaxIdleConnsPerHost:   256,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: opts.UpstreamTimeout,
+			ForceAttemptHTTP2:     true,
+			DisableCompression:    true, // we strip Accept-Encoding and read identity bodies
+		}
+	}
+	s := &Server{opts: opts, client: &http.Client{Transport: tr}, log: opts.Logger}
+	s.emitter.Store(opts.Emitter)
+	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
+	s.router = s.routes()
+	return s
+}
+
+// Swap installs a new emitter; requests already running keep the one they
+// started with.
+func (s *Server) Swap(e *points.Emitter) { s.emitter.Store(e) }
+
+// Emitter returns the emitter new requests use.
+func (s *Server) Emitter() *points.Emitter { return s.emitter.Load() }
+
+// Router exposes the router so other packages can mount more routes.
+func (s *Server) Router() chi.Router { return s.router }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// Start runs the idle-session sweeper until Close.
+func (s *Server) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stop = cancel
+	every := s.sessions.idle / 4
+	if every > 30*time.Second {
+		every = 30 * time.Second
+	}
+	if every < 10*time.Millisecond {
+		every = 10 * time.Millisecond
+	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.sessions.run(ctx, every) }()
+}
+
+// Close ends every open session with agent_shutdown{cancelled}. Call it after
+// http.Server.Shutdown has let in-flight requests finish.
+func (s *Server) Close() {
+	s.closing.Store(true)
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+	for _, sess := range s.sessions.drain() {
+		s.shutdown(context.Background(), s.Emitter(), sess, "cancelled")
+	}
+}
+
+// Sessions reports the number of open sessions.
+func (s *Server) Sessions() int { return s.sessions.count() }
+
+func (s *Server) evicted(sess *session, reason string) {
+	s.shutdown(context.Background(), s.Emitter(), sess, reason)
+}
+
+// shutdown emits agent_shutdown once for a session that had started.
+func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session, reason string) {
+	sess.mu.Lock()
+	started := sess.started || sess.blocked
+	sess.mu.Unlock()
+	if !started || em == nil {
+		return
+	}
+	res := em.Emit(context.WithoutCancel(ctx), sess.ps, points.ShutdownEvent(reason))
+	s.log.Info("session ended", "session", sess.ps.ID(), "reason", reason, "decision", res.Verdict.Decision)
+}
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
+	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if s.closing.Load() || s.Emitter() == nil {
+			writeJSON(w, 503, map[string]string{"status": "not ready"})
+			return
+		}
+		writeJSON(w, 200, map[string]string{"status": "ready"})
+	})
+	r.Post("/v1/chat/completions", s.chat)
+	for _, p := range s.opts.Passthrough {
+		p = "/" + strings.TrimLeft(p, "/")
+		r.Handle(p, http.HandlerFunc(s.passthrough))
+		r.Handle(strings.TrimRight(p, "/")+"/*", http.HandlerFunc(s.passthrough))
+	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error",
+			"hooksproxy does not mediate "+r.Method+" "+r.URL.Path+"; it is refused so nothing reaches the model unmediated", "not_found")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method "+r.Method+" not allowed on "+r.URL.Path, "method_not_allowed")
+	})
+	return r
+}

@@ -1,0 +1,213 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// session is one AGENT-HOOKS session as the proxy sees it.
+type session struct {
+	ps        *points.Session
+	headerless bool
+
+	mu         sync.Mutex
+	lastActive time.Time
+	started    bool // agent_startup permitted
+	blocked    bool // agent_startup denied: only agent_shutdown may follow (§6.1a)
+	ended      bool
+	callIDs    map[string]struct{} // tool-call ids this session has seen
+	inFlight   int
+}
+
+func (s *session) touch(now time.Time) {
+	s.mu.Lock()
+	s.lastActive = now
+	s.mu.Unlock()
+}
+
+// sessions is the bounded session table: by id, and (for header-less runs)
+// by the tool-call ids that link a run's follow-up requests.
+type sessions struct {
+	mu      sync.Mutex
+	byID    map[string]*session
+	byCall  map[string]*session
+	max     int
+	idle    time.Duration
+	agent   points.Agent
+	onEvict func(s *session, reason string)
+}
+
+func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*session, string)) *sessions {
+	if max <= 0 {
+		max = 10000
+	}
+	if idle <= 0 {
+		idle = 15 * time.Minute
+	}
+	return &sessions{byID: map[string]*session{}, byCall: map[string]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict}
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// get returns the session named id, creating it when absent. created
+// reports whether it is new (and so owes agent_startup).
+func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, created bool) {
+	ss.mu.Lock()
+	if s = ss.byID[id]; s != nil && !s.ended {
+		s.lastActive = now
+		s.inFlight++
+		ss.mu.Unlock()
+		return s, false
+	}
+	s = &session{ps: points.NewSession(ss.agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, inFlight: 1}
+	ss.byID[id] = s
+	var evict *session
+	if len(ss.byID) > ss.max {
+		evict = ss.oldestLocked(s)
+		if evict != nil {
+			ss.removeLocked(evict)
+		}
+	}
+	ss.mu.Unlock()
+	if evict != nil {
+		ss.onEvict(evict, "cancelled")
+	}
+	return s, true
+}
+
+// release marks one request of s done.
+func (ss *sessions) release(s *session, now time.Time) {
+	ss.mu.Lock()
+	s.inFlight--
+	s.lastActive = now
+	ss.mu.Unlock()
+}
+
+// byToolCall finds the open header-less run that issued one of ids.
+func (ss *sessions) byToolCall(ids []string, now time.Time) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, id := range ids {
+		if s := ss.byCall[id]; s != nil && !s.ended {
+			s.lastActive = now
+			s.inFlight++
+			return s
+		}
+	}
+	return nil
+}
+
+// link remembers tool-call ids issued in s.
+func (ss *sessions) link(s *session, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, id := range ids {
+		if s.headerless {
+			ss.byCall[id] = s
+		}
+		s.callIDs[id] = struct{}{}
+	}
+}
+
+// end removes s; the caller emits agent_shutdown.
+func (ss *sessions) end(s *session) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	ss.removeLocked(s)
+	return true
+}
+
+func (ss *sessions) removeLocked(s *session) {
+	s.ended = true
+	if ss.byID[s.ps.ID()] == s {
+		delete(ss.byID, s.ps.ID())
+	}
+	for id := range s.callIDs {
+		if ss.byCall[id] == s {
+			delete(ss.byCall, id)
+		}
+	}
+}
+
+func (ss *sessions) oldestLocked(except *session) *session {
+	var old *session
+	for _, s := range ss.byID {
+		if s == except || s.inFlight > 0 {
+			continue
+		}
+		if old == nil || s.lastActive.Before(old.lastActive) {
+			old = s
+		}
+	}
+	return old
+}
+
+// sweep ends idle sessions: a header-less run whose tool calls stay
+// unanswered is cancelled; a named session simply completed.
+func (ss *sessions) sweep(now time.Time) {
+	var idle []*session
+	ss.mu.Lock()
+	for _, s := range ss.byID {
+		if s.inFlight == 0 && now.Sub(s.lastActive) >= ss.idle {
+			idle = append(idle, s)
+		}
+	}
+	for _, s := range idle {
+		ss.removeLocked(s)
+	}
+	ss.mu.Unlock()
+	for _, s := range idle {
+		reason := "completed"
+		if s.headerless {
+			reason = "cancelled"
+		}
+		ss.onEvict(s, reason)
+	}
+}
+
+// all ends every session (graceful shutdown).
+func (ss *sessions) drain() []*session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	var out []*session
+	for _, s := range ss.byID {
+		ss.removeLocked(s)
+		out = append(out, s)
+	}
+	return out
+}
+
+func (ss *sessions) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return len(ss.byID)
+}
+
+// run the sweeper until ctx ends.
+func (ss *sessions) run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			ss.sweep(now)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+// hopHeaders are connection-scoped (RFC 9110 §7.6.1) and never forwarded.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHop(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
+// upstreamRequest builds the outbound request for path with body. Headers
+// are copied minus hop-by-hop ones and our own control headers;
+// Accept-Encoding is dropped so bodies arrive readable.
+func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []byte) (*http.Request, error) {
+	u := *s.opts.Upstream
+	u.Path = strings.TrimRight(u.Path, "/") + in.URL.Path
+	u.RawQuery = in.URL.RawQuery
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	out, err := http.NewRequestWithContext(ctx, in.Method, u.String(), rd)
+	if err != nil {
+		return nil, err
+	}
+	out.Header = in.Header.Clone()
+	removeHop(out.Header)
+	out.Header.Del("Accept-Encoding")
+	out.Header.Del("Content-Length")
+	out.Header.Del(s.opts.SessionHeader)
+	out.Header.Del("X-Agent-Hooks-Agent")
+	if body != nil {
+		out.ContentLength = int64(len(body))
+		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		b := body
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	}
+	if s.opts.APIKey != "" {
+		out.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+	}
+	return out, nil
+}
+
+// copyHeaders copies response headers minus hop-by-hop and framing ones.
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		switch http.CanonicalHeaderKey(k) {
+		case "Content-Length", "Content-Encoding":
+			continue
+		}
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+	removeHop(dst)
+}
+
+// passthrough forwards a configured path unchanged (still without hop-by-hop
+// headers, with the configured key), streaming the answer back.
+func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	var body []byte
+	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body exceeds the configured limit", "request_too_large")
+				return
+			}
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", nil)
+			return
+		}
+		body = b
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.opts.UpstreamTimeout)
+	defer cancel()
+	out, err := s.upstreamRequest(ctx, r, body)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
+		return
+	}
+	resp, err := s.client.Do(out)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable", nil)
+		return
+	}
+	defer resp.Body.Close()
+	copyHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
