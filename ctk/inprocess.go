@@ -37,6 +37,8 @@ type InProcess struct {
 	sink    *points.MemorySink
 	session *points.Session
 	invoked []ToolInvocation
+	// declared is the posture a loaded host declaration selected.
+	declared string
 }
 
 // NewInProcess returns the in-process reference harness.
@@ -50,8 +52,14 @@ func (h *InProcess) Capabilities() []string {
 	}
 }
 
-// Posture is the declared tool_seam_host_error posture.
-func (h *InProcess) Posture() string { return orDefault(h.ToolSeamHostError, PostureContinue) }
+// Posture is the declared tool_seam_host_error posture: the loaded host
+// declaration's, else ToolSeamHostError, else continue.
+func (h *InProcess) Posture() string {
+	if h.declared != "" {
+		return h.declared
+	}
+	return orDefault(h.ToolSeamHostError, PostureContinue)
+}
 
 // Setup builds the emitter for one vector: from the vector's members, or
 // by loading its host declaration.
@@ -60,12 +68,13 @@ func (h *InProcess) Setup(s Setup) error {
 	h.invoked = nil
 	h.sink = points.NewMemorySink(0)
 	var cfg points.Config
+	h.declared = ""
 	if s.HostDeclaration != nil {
-		c, err := DeclarationConfig(s)
+		c, posture, err := DeclarationConfig(s)
 		if err != nil {
 			return err
 		}
-		cfg = c
+		cfg, h.declared = c, posture
 	} else {
 		cfg = points.Config{
 			Mode: s.Mode, Composition: s.Composition, Identity: s.Identity,

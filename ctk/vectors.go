@@ -286,8 +286,13 @@ type wireVector struct {
 // relies on (id, title, scenario, expect, exactly one of interceptor_script
 // and interceptor_scripts, rule shapes) and leaves every value raw.
 func ParseVector(raw []byte) (Vector, error) {
+	// Compacting drops layout only: every literal keeps its bytes.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, raw); err != nil {
+		return Vector{}, fmt.Errorf("ctk: vector is not JSON: %w", err)
+	}
 	var w wireVector
-	if err := json.Unmarshal(raw, &w); err != nil {
+	if err := json.Unmarshal(compact.Bytes(), &w); err != nil {
 		return Vector{}, fmt.Errorf("ctk: vector is not a JSON object: %w", err)
 	}
 	v := Vector{

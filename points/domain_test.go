@@ -137,7 +137,7 @@ func bigObject(n int, dup bool) string {
 	return b.String()
 }
 
-func TestCheckEncodingSkipsIntegerBound(t *testing.T) {
+func TestDomainEncodingSkipsIntegerBound(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{`9007199254740992`, `{"id":18446744073709551616}`, `[-99999999999999999999999]`} {
 		if err := CheckEncoding([]byte(raw), 0); err != nil {
@@ -178,7 +178,7 @@ func TestDomainErrorIsValueFree(t *testing.T) {
 	}
 }
 
-func TestCheckSize(t *testing.T) {
+func TestDomainCheckSize(t *testing.T) {
 	t.Parallel()
 	if err := CheckSize(make([]byte, 10), 10); err != nil {
 		t.Errorf("at bound: %v", err)
@@ -195,7 +195,7 @@ func TestCheckSize(t *testing.T) {
 	}
 }
 
-func TestUnescapeString(t *testing.T) {
+func TestDomainUnescapeString(t *testing.T) {
 	t.Parallel()
 	in := `a\"\\\/\b\f\n\r\t\u00e9\ud83c\udf0d\u0000`
 	want := "a\"\\/\b\f\n\r\té\U0001F30D\x00"
@@ -225,6 +225,13 @@ func FuzzCheckDomain(f *testing.F) {
 			var de *DomainError
 			if !errors.As(err, &de) || !strings.HasPrefix(de.Path, "$") || de.Problem == "" {
 				t.Fatalf("error %#v is not a well-formed *DomainError", err)
+			}
+		}
+		if errD == nil {
+			// Everything in the domain canonicalizes: the jcs library
+			// never refuses what CheckDomain accepted.
+			if _, err := canonicalize(raw); err != nil {
+				t.Fatalf("jcs refused a value CheckDomain accepted: %v", err)
 			}
 		}
 		if errE == nil {

@@ -228,7 +228,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	default:
 		if err := ValidateEnvelope(raw); err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
-		} else if err := CheckDomain(raw, e.cfg.MaxDepth); err != nil {
+		} else if err := CheckEncoding(raw, e.cfg.MaxDepth); err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
 		}
 	}
@@ -263,7 +263,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	changed := !rejected && e.cfg.Mode == Enforce && !bytes.Equal(work, raw)
 	if !rejected {
 		if changed {
-			if err := CheckDomain(work, e.cfg.MaxDepth); err != nil {
+			if err := CheckEncoding(work, e.cfg.MaxDepth); err != nil {
 				if out.combined.Decision.Permits() {
 					out.combined = hostError(ReasonContextInvalid, "post-fold context left the value domain: "+err.Error())
 					out.decidedBy = nil
@@ -837,7 +837,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
 	}
-	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckDomain(raw, e.cfg.MaxDepth) == nil {
+	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckEncoding(raw, e.cfg.MaxDepth) == nil {
 		if id, err := e.identity(raw); err == nil {
 			rec.InputIdentity, rec.EnforcedIdentity = &id, &id
 		}

@@ -132,12 +132,13 @@ func canonicalize(raw []byte) ([]byte, error) {
 }
 
 // Preimage returns the identity preimage of §10.2, canonical_json(ctx_rc):
-// the RFC 8785 form of ProjectPreimage(raw), after the checks the reference core
-// makes on its identity path, in its order of severity: raw passes
-// CheckEncoding (whole context, DefaultMaxDepth), the §4.1/§4.2 envelope is
-// valid (presence and JSON type of the required core and of the point's
-// conditional members), and the projection passes CheckDomain (integer
-// bound and depth). Every failure is a *DomainError.
+// the RFC 8785 form of ProjectPreimage(raw), after the checks the reference
+// core makes on its identity path: raw passes CheckEncoding (whole context,
+// DefaultMaxDepth, like serde_json's parse funnel), the §4.1/§4.2 envelope
+// is valid (presence and JSON type of the required core and of the point's
+// conditional members, as canonical.rs validate_envelope), and the
+// projection passes CheckDomain (integer bound and depth). Every failure is
+// a *DomainError. Both providers in this package hash these bytes.
 func Preimage(raw []byte) ([]byte, error) {
 	if err := CheckEncoding(raw, DefaultMaxDepth); err != nil {
 		return nil, err

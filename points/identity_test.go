@@ -155,7 +155,7 @@ func TestGoldenG05EqualsBaseline(t *testing.T) {
 }
 
 // RFC 8785 Appendix B: IEEE-754 bit patterns and their ECMA-262 forms.
-func TestCanonicalNumbersRFC8785(t *testing.T) {
+func TestIdentityCanonicalNumbersRFC8785(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ bits, want string }{
 		{"0000000000000000", "0"},
@@ -203,7 +203,7 @@ func TestCanonicalNumbersRFC8785(t *testing.T) {
 	}
 }
 
-func TestCanonicalJSON(t *testing.T) {
+func TestIdentityCanonicalJSON(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, in, want string }{
 		{"numbers", `[1.0,-0.0,-0,1e21,1E-7,1e-06,0.000001,56.0,1e+0,100,1e2]`, `[1,0,0,1e+21,1e-7,0.000001,0.000001,56,1,100,100]`},
@@ -372,7 +372,7 @@ func TestIdentityErrorsValueFree(t *testing.T) {
 	}
 }
 
-func TestEveryPointProjects(t *testing.T) {
+func TestIdentityEveryPointProjects(t *testing.T) {
 	t.Parallel()
 	conditional := map[Point]string{
 		AgentStartup:  `"agent_init":{"tools_registered":["a"],"x":1}`,
@@ -413,7 +413,7 @@ func TestEveryPointProjects(t *testing.T) {
 	}
 }
 
-func TestHMACSHA256(t *testing.T) {
+func TestIdentityHMACSHA256(t *testing.T) {
 	t.Parallel()
 	key := bytes.Repeat([]byte{7}, 32)
 	p, err := HMACSHA256("k1", key)
@@ -461,7 +461,7 @@ func TestHMACSHA256(t *testing.T) {
 	}
 }
 
-func TestCheckProviderName(t *testing.T) {
+func TestIdentityProviderName(t *testing.T) {
 	t.Parallel()
 	for name, ok := range map[string]bool{
 		"hmac-sha256-k1": true, "custom": true, "a": true, "x_9-": true,

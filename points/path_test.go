@@ -188,7 +188,7 @@ func TestApplyTransform(t *testing.T) {
 	}
 }
 
-func TestResolve(t *testing.T) {
+func TestPathResolve(t *testing.T) {
 	t.Parallel()
 	target := []byte(` {"a":{"b":[10, {"c" : "x"}]}} `)
 	for path, want := range map[string]string{

@@ -243,6 +243,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// Release.
+	var rendered []byte
+	if held != nil && modified {
+		if rendered, err = held.render(completion, gjson.GetBytes(body, "stream_options.include_usage").Bool()); err != nil {
+			rn.failClosed(pev, "verdicted response could not be re-derived as a stream")
+			return
+		}
+	}
 	copyHeaders(w.Header(), resp.Header)
 	if held != nil {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -250,7 +257,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Accel-Buffering", "no")
 		w.WriteHeader(resp.StatusCode)
 		if modified {
-			err = held.rederive(w, completion, gjson.GetBytes(body, "stream_options.include_usage").Bool())
+			_, err = w.Write(rendered)
+			if err == nil {
+				err = http.NewResponseController(w).Flush()
+			}
 		} else {
 			err = held.replay(w)
 		}

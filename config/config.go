@@ -1,0 +1,1056 @@
+// Package config loads hooksproxy's configuration: the YAML config file
+// (strict, every problem reported at once with its path and line) and the
+// AGENT-HOOKS host declaration document (agent-hooks-declaration/1.0) that
+// its hooks block holds, which loads and refuses exactly as the spec's
+// eleven-step pipeline says.
+package config
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/textproto"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Config is a loaded, validated hooksproxy config file.
+type Config struct {
+	// Source names the file the config came from.
+	Source string
+	// Listen is the host:port the proxy serves on.
+	Listen      string
+	Upstream    Upstream
+	Agent       Agent
+	Sessions    Sessions
+	Limits      Limits
+	Passthrough []string
+	Records     Records
+	Metrics     Metrics
+	Admin       Admin
+	ToolSeam    ToolSeam
+	// Hooks is the sealed host declaration, every binding resolved.
+	Hooks *Declaration
+	// Resolvers, Redactors and IdentityProviders are the file's named
+	// definitions, as written; their built forms are what Hooks references.
+	Resolvers         map[string]Component
+	Redactors         map[string]Component
+	IdentityProviders map[string]Component
+}
+
+// Upstream is the OpenAI-compatible API the proxy forwards to.
+type Upstream struct {
+	// BaseURL is scheme://host[:port][/prefix], without a trailing slash;
+	// requests for /v1/... go to BaseURL + /v1/...
+	BaseURL string
+	// APIKeyEnv names the env var whose value replaces the client's
+	// Authorization header; "" keeps the client's.
+	APIKeyEnv string
+	// Timeout bounds one upstream call.
+	Timeout time.Duration
+}
+
+// Agent is the agent identity contexts carry.
+type Agent struct {
+	ID        string
+	Framework string
+	// AllowHeaderOverride lets X-Agent-Hooks-Agent replace ID.
+	AllowHeaderOverride bool
+}
+
+// Sessions configures session tracking.
+type Sessions struct {
+	// Header names the session; canonical MIME form.
+	Header      string
+	IdleTimeout time.Duration
+	// MaxSessions bounds live sessions; a new one beyond it is refused.
+	MaxSessions int
+}
+
+// Limits are byte bounds; breaching one fails closed.
+type Limits struct {
+	MaxRequestBytes          int64
+	MaxBufferedResponseBytes int64
+}
+
+// Records configures the InterceptionRecord file sink.
+type Records struct {
+	// File is the JSONL path; "" writes no file.
+	File string
+	// Fsync syncs after every record.
+	Fsync bool
+	// MaxBytes rotates the file at this size; 0 never rotates.
+	MaxBytes int64
+	// MaxBackups is how many rotated files to keep; 0 keeps all.
+	MaxBackups int
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Path string
+}
+
+// Admin configures the admin parts of the host API.
+type Admin struct {
+	// TokenEnv names the env var holding the bearer token; when it is unset
+	// or empty the admin API refuses every request.
+	TokenEnv string
+}
+
+// ToolSeam configures the transparent tool seam.
+type ToolSeam struct {
+	Transparent  bool
+	MaxAutoTurns int
+}
+
+// Component is a named resolver, redactor or identity provider definition.
+type Component struct {
+	Kind   string
+	Config json.RawMessage
+}
+
+// Defaults: loopback, fail-closed bounds, nothing passed through.
+const (
+	DefaultListen                   = "127.0.0.1:8080"
+	DefaultUpstreamTimeout          = 10 * time.Minute
+	DefaultFramework                = "openai-compatible"
+	DefaultSessionHeader            = "X-Agent-Hooks-Session"
+	DefaultIdleTimeout              = 15 * time.Minute
+	DefaultMaxSessions              = 10000
+	DefaultMaxRequestBytes          = 8 << 20
+	DefaultMaxBufferedResponseBytes = 32 << 20
+	DefaultMetricsPath              = "/metrics"
+	DefaultAdminTokenEnv            = "HOOKSPROXY_ADMIN_TOKEN"
+	DefaultMaxAutoTurns             = 8
+)
+
+// MediatedPaths are the paths that always go through interception; no
+// passthrough entry may cover them.
+var mediatedPaths = []string{"/v1/chat/completions", "/v1/responses", "/v1/messages"}
+
+// maxConfigBytes bounds the config file.
+const maxConfigBytes = 8 << 20
+
+// Problem is one thing wrong with a config file.
+type Problem struct {
+	// Path is the config path ("upstream.timeout", "hooks.bindings[1].kind").
+	Path string
+	// Line is the 1-based line, 0 when unknown.
+	Line int
+	Msg  string
+}
+
+// Problems is every problem a config file has; Parse and Load return it.
+type Problems struct {
+	File string
+	List []Problem
+}
+
+// Error prints one problem per line: "file:line: path: msg".
+func (p *Problems) Error() string {
+	var b strings.Builder
+	for i, pr := range p.List {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(p.File)
+		if pr.Line > 0 {
+			b.WriteByte(':')
+			b.WriteString(strconv.Itoa(pr.Line))
+		}
+		b.WriteString(": ")
+		if pr.Path != "" {
+			b.WriteString(pr.Path)
+			b.WriteString(": ")
+		}
+		b.WriteString(pr.Msg)
+	}
+	return b.String()
+}
+
+// Load reads and parses the config file at path.
+func Load(path string, reg Registry) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read %s: %w", path, err)
+	}
+	return Parse(data, path, reg)
+}
+
+// Parse parses a config file's bytes; name labels problems. It returns
+// *Problems listing every problem, or the config with Hooks loaded against
+// reg (plus the file's own resolvers, redactors and identity providers,
+// built through reg's Factories).
+func Parse(data []byte, name string, reg Registry) (*Config, error) {
+	p := &parser{file: name, baseDir: filepath.Dir(name)}
+	cfg := p.parse(data, reg)
+	if len(p.probs) > 0 {
+		sort.SliceStable(p.probs, func(i, j int) bool { return p.probs[i].Line < p.probs[j].Line })
+		return nil, &Problems{File: name, List: p.probs}
+	}
+	return cfg, nil
+}
+
+// LookupSecret returns the value of the env var a *_env key names; an
+// unset or empty variable is an error, never an empty secret.
+func LookupSecret(env string) (string, error) {
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return "", fmt.Errorf("config: environment variable %s is not set", env)
+	}
+	return v, nil
+}
+
+type parser struct {
+	file    string
+	baseDir string
+	probs   []Problem
+}
+
+func (p *parser) add(line int, path, format string, args ...any) {
+	p.probs = append(p.probs, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+
+// decodeYAML parses one YAML document; a panic in the parser is a problem,
+// never a crash.
+func decodeYAML(data []byte) (doc *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			doc, err = nil, fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var n yaml.Node
+	if err := dec.Decode(&n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &yaml.Node{Kind: yaml.MappingNode, Line: 1}, nil
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("yaml: line %d: a config file holds one YAML document", extra.Line)
+	}
+	return &n, nil
+}
+
+func (p *parser) parse(data []byte, reg Registry) *Config {
+	if len(data) > maxConfigBytes {
+		p.add(0, "", "the file is larger than %d bytes", maxConfigBytes)
+		return nil
+	}
+	doc, err := decodeYAML(data)
+	if err != nil {
+		line := 0
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+		}
+		p.add(line, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil
+	}
+	root := doc
+	if root.Kind == yaml.DocumentNode {
+		if len(root.Content) == 0 {
+			root = &yaml.Node{Kind: yaml.MappingNode, Line: 1}
+		} else {
+			root = root.Content[0]
+		}
+	}
+	cfg := &Config{
+		Listen:   DefaultListen,
+		Upstream: Upstream{Timeout: DefaultUpstreamTimeout},
+		Agent:    Agent{Framework: DefaultFramework},
+		Sessions: Sessions{Header: DefaultSessionHeader, IdleTimeout: DefaultIdleTimeout, MaxSessions: DefaultMaxSessions},
+		Limits: Limits{
+			MaxRequestBytes:          DefaultMaxRequestBytes,
+			MaxBufferedResponseBytes: DefaultMaxBufferedResponseBytes,
+		},
+		Passthrough:       []string{},
+		Metrics:           Metrics{Path: DefaultMetricsPath},
+		Admin:             Admin{TokenEnv: DefaultAdminTokenEnv},
+		ToolSeam:          ToolSeam{MaxAutoTurns: DefaultMaxAutoTurns},
+		Resolvers:         map[string]Component{},
+		Redactors:         map[string]Component{},
+		IdentityProviders: map[string]Component{},
+	}
+	var hooks *yaml.Node
+	var hooksLine int
+	seen := map[string]bool{}
+	p.mapping(root, "", func(key string, k, v *yaml.Node, path string) {
+		seen[key] = true
+		switch key {
+		case "listen":
+			if s, ok := p.str(v, path); ok {
+				cfg.Listen = s
+				p.checkListen(v, path, s)
+			}
+		case "upstream":
+			p.upstream(v, path, &cfg.Upstream, seen)
+		case "agent":
+			p.agent(v, path, &cfg.Agent, seen)
+		case "sessions":
+			p.sessions(v, path, &cfg.Sessions)
+		case "limits":
+			p.limits(v, path, &cfg.Limits)
+		case "passthrough":
+			cfg.Passthrough = p.passthrough(v, path)
+		case "records":
+			p.records(v, path, &cfg.Records)
+		case "metrics":
+			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+				switch key {
+				case "path":
+					if s, ok := p.str(v, path); ok {
+						cfg.Metrics.Path = s
+						p.checkOpsPath(v, path, s)
+					}
+				default:
+					p.unknown(v, path, key)
+				}
+			})
+		case "admin":
+			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+				switch key {
+				case "token_env":
+					cfg.Admin.TokenEnv = p.envName(v, path)
+				default:
+					p.unknown(v, path, key)
+				}
+			})
+		case "tool_seam":
+			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+				switch key {
+				case "transparent":
+					cfg.ToolSeam.Transparent, _ = p.boolean(v, path)
+				case "max_auto_turns":
+					if n, ok := p.integer(v, path, 1, 1000); ok {
+						cfg.ToolSeam.MaxAutoTurns = int(n)
+					}
+				default:
+					p.unknown(v, path, key)
+				}
+			})
+		case "hooks":
+			hooks, hooksLine = v, k.Line
+		case "resolvers":
+			cfg.Resolvers = p.components(v, path, false)
+		case "redactors":
+			cfg.Redactors = p.components(v, path, false)
+		case "identity_providers":
+			cfg.IdentityProviders = p.components(v, path, true)
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+	if root.Kind == yaml.MappingNode || isNull(root) {
+		if !seen["upstream.base_url"] {
+			p.add(lineOf(root), "upstream.base_url", "required")
+		}
+		if !seen["agent.id"] {
+			p.add(lineOf(root), "agent.id", "required")
+		}
+		if hooks == nil {
+			p.add(lineOf(root), "hooks", "required: an AGENT-HOOKS host declaration (declaration: %s, bindings: [...]); zero bindings deny everything", DeclarationVersion)
+		}
+	}
+	if cfg.Metrics.Path != "" {
+		for _, pt := range cfg.Passthrough {
+			if pt == cfg.Metrics.Path {
+				p.add(0, "passthrough", "%s is the metrics path", pt)
+			}
+		}
+	}
+
+	ov := p.overlay(root, cfg, reg)
+	if hooks != nil {
+		cfg.Hooks = p.hooks(hooks, hooksLine, ov)
+	}
+	return cfg
+}
+
+func lineOf(n *yaml.Node) int {
+	if n.Line == 0 {
+		return 1
+	}
+	return n.Line
+}
+
+func isNull(n *yaml.Node) bool {
+	n = resolveAlias(n)
+	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// mapping walks a YAML mapping strictly: duplicate keys, merge keys and
+// non-string keys are problems; each member goes to f with its path. A null
+// value (an empty section) is an empty mapping.
+func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yaml.Node, path string)) {
+	n = resolveAlias(n)
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		p.add(n.Line, path, "must be a mapping")
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolveAlias(n.Content[i]), n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			p.add(k.Line, path, "mapping keys must be strings")
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			p.add(k.Line, path, "YAML merge keys (<<) are not supported")
+			continue
+		}
+		kp := joinPath(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			p.add(k.Line, kp, "duplicate key (first at line %d)", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		f(k.Value, n.Content[i], v, kp)
+	}
+}
+
+var secretKeyRE = regexp.MustCompile(`(?i)(api_?key|password|passwd|secret|token|private_?key|credential|bearer|authorization)`)
+
+// unknown reports an unknown key, with a pointed message for keys that look
+// like inline secrets.
+func (p *parser) unknown(v *yaml.Node, path, key string) {
+	line := v.Line
+	if secretKeyRE.MatchString(key) && !strings.HasSuffix(key, "_env") {
+		p.add(line, path, "inline secrets are not allowed; name an environment variable instead (for example %s_env)", key)
+		return
+	}
+	p.add(line, path, "unknown key")
+}
+
+func (p *parser) str(n *yaml.Node, path string) (string, bool) {
+	n = resolveAlias(n)
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
+		p.add(n.Line, path, "must be a string")
+		return "", false
+	}
+	return n.Value, true
+}
+
+func (p *parser) boolean(n *yaml.Node, path string) (bool, bool) {
+	n = resolveAlias(n)
+	var b bool
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" || n.Decode(&b) != nil {
+		p.add(n.Line, path, "must be true or false")
+		return false, false
+	}
+	return b, true
+}
+
+func (p *parser) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
+	n = resolveAlias(n)
+	var x int64
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" || n.Decode(&x) != nil {
+		p.add(n.Line, path, "must be an integer")
+		return 0, false
+	}
+	if x < lo || x > hi {
+		p.add(n.Line, path, "must be from %d to %d", lo, hi)
+		return 0, false
+	}
+	return x, true
+}
+
+// duration reads a positive Go duration ("90s", "10m").
+func (p *parser) duration(n *yaml.Node, path string) (time.Duration, bool) {
+	n = resolveAlias(n)
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		d, err := time.ParseDuration(n.Value)
+		if err == nil && d > 0 {
+			return d, true
+		}
+	}
+	p.add(n.Line, path, "must be a positive Go duration such as 30s or 10m")
+	return 0, false
+}
+
+// size reads a byte size: a plain integer or a number with a unit
+// (B, KB, MB, GB in powers of 1000; KiB, MiB, GiB in powers of 1024).
+func (p *parser) size(n *yaml.Node, path string, allowZero bool) (int64, bool) {
+	n = resolveAlias(n)
+	var v int64
+	ok := false
+	if n.Kind == yaml.ScalarNode {
+		switch n.ShortTag() {
+		case "!!int":
+			ok = n.Decode(&v) == nil
+		case "!!str":
+			v, ok = parseSize(n.Value)
+		}
+	}
+	if !ok || v < 0 || (v == 0 && !allowZero) {
+		p.add(n.Line, path, "must be a positive size such as 8MiB, 512KiB or 1048576")
+		return 0, false
+	}
+	return v, true
+}
+
+var sizeUnits = map[string]int64{
+	"": 1, "B": 1,
+	"KB": 1000, "MB": 1000 * 1000, "GB": 1000 * 1000 * 1000,
+	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+}
+
+func parseSize(s string) (int64, bool) {
+	s = strings.TrimSpace(s)
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i > 15 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s[:i], 10, 64)
+	mult, ok := sizeUnits[strings.TrimSpace(s[i:])]
+	if err != nil || !ok || n > (1<<62)/mult {
+		return 0, false
+	}
+	return n * mult, true
+}
+
+var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (p *parser) envName(n *yaml.Node, path string) string {
+	s, ok := p.str(n, path)
+	if !ok {
+		return ""
+	}
+	if !envNameRE.MatchString(s) {
+		p.add(resolveAlias(n).Line, path, "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value")
+		return ""
+	}
+	return s
+}
+
+func (p *parser) checkListen(n *yaml.Node, path, s string) {
+	host, port, err := net.SplitHostPort(s)
+	if err == nil {
+		var pn int
+		pn, err = strconv.Atoi(port)
+		if err == nil && (pn < 0 || pn > 65535) {
+			err = errors.New("port out of range")
+		}
+		_ = host
+	}
+	if err != nil {
+		p.add(resolveAlias(n).Line, path, "must be host:port, such as 127.0.0.1:8080")
+	}
+}
+
+// checkOpsPath checks an HTTP path the proxy serves itself.
+func (p *parser) checkOpsPath(n *yaml.Node, path, s string) {
+	if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#* ") || strings.HasPrefix(s, "/v1/") || strings.HasPrefix(s, "/agent-hooks/") {
+		p.add(resolveAlias(n).Line, path, "must be an absolute path outside /v1/ and /agent-hooks/")
+	}
+}
+
+func (p *parser) upstream(n *yaml.Node, path string, u *Upstream, seen map[string]bool) {
+	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+		switch key {
+		case "base_url":
+			seen["upstream.base_url"] = true
+			if s, ok := p.str(v, path); ok {
+				u.BaseURL = p.baseURL(v, path, s)
+			}
+		case "api_key_env":
+			u.APIKeyEnv = p.envName(v, path)
+		case "timeout":
+			if d, ok := p.duration(v, path); ok {
+				u.Timeout = d
+			}
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+}
+
+func (p *parser) baseURL(n *yaml.Node, path, s string) string {
+	line := resolveAlias(n).Line
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		p.add(line, path, "must be an http or https URL such as https://api.openai.com")
+	case u.User != nil:
+		p.add(line, path, "must not carry credentials; use upstream.api_key_env")
+	case u.RawQuery != "" || u.Fragment != "":
+		p.add(line, path, "must not have a query or fragment")
+	default:
+		return strings.TrimRight(s, "/")
+	}
+	return ""
+}
+
+var frameworkRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+func (p *parser) agent(n *yaml.Node, path string, a *Agent, seen map[string]bool) {
+	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+		switch key {
+		case "id":
+			seen["agent.id"] = true
+			if s, ok := p.str(v, path); ok {
+				if s == "" || len(s) > 256 || strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+					p.add(resolveAlias(v).Line, path, "must be 1 to 256 printable characters")
+				}
+				a.ID = s
+			}
+		case "framework":
+			if s, ok := p.str(v, path); ok {
+				if !frameworkRE.MatchString(s) {
+					p.add(resolveAlias(v).Line, path, "must match ^[a-z0-9_-]+$")
+				}
+				a.Framework = s
+			}
+		case "allow_header_override":
+			a.AllowHeaderOverride, _ = p.boolean(v, path)
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+}
+
+var headerTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+func (p *parser) sessions(n *yaml.Node, path string, s *Sessions) {
+	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+		switch key {
+		case "header":
+			if h, ok := p.str(v, path); ok {
+				if !headerTokenRE.MatchString(h) {
+					p.add(resolveAlias(v).Line, path, "must be an HTTP header name")
+				}
+				s.Header = textproto.CanonicalMIMEHeaderKey(h)
+			}
+		case "idle_timeout":
+			if d, ok := p.duration(v, path); ok {
+				s.IdleTimeout = d
+			}
+		case "max_sessions":
+			if x, ok := p.integer(v, path, 1, 1<<31-1); ok {
+				s.MaxSessions = int(x)
+			}
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+}
+
+func (p *parser) limits(n *yaml.Node, path string, l *Limits) {
+	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+		switch key {
+		case "max_request_bytes":
+			if x, ok := p.size(v, path, false); ok {
+				l.MaxRequestBytes = x
+			}
+		case "max_buffered_response_bytes":
+			if x, ok := p.size(v, path, false); ok {
+				l.MaxBufferedResponseBytes = x
+			}
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+}
+
+func (p *parser) records(n *yaml.Node, path string, r *Records) {
+	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+		switch key {
+		case "file":
+			if s, ok := p.str(v, path); ok {
+				if s == "" {
+					p.add(resolveAlias(v).Line, path, "must be a file path (omit records.file to write no file)")
+				}
+				r.File = s
+			}
+		case "fsync":
+			r.Fsync, _ = p.boolean(v, path)
+		case "max_bytes":
+			if x, ok := p.size(v, path, true); ok {
+				r.MaxBytes = x
+			}
+		case "max_backups":
+			if x, ok := p.integer(v, path, 0, 1<<20); ok {
+				r.MaxBackups = int(x)
+			}
+		default:
+			p.unknown(v, path, key)
+		}
+	})
+}
+
+// passthrough reads the forwarded-unchanged paths: exact paths, or a prefix
+// ending in "*". None may cover a mediated path: there is no bypass.
+func (p *parser) passthrough(n *yaml.Node, path string) []string {
+	n = resolveAlias(n)
+	out := []string{}
+	if isNull(n) {
+		return out
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.add(n.Line, path, "must be a list of paths")
+		return out
+	}
+	for i, item := range n.Content {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		s, ok := p.str(item, ip)
+		if !ok {
+			continue
+		}
+		line := resolveAlias(item).Line
+		prefix, wildcard := strings.CutSuffix(s, "*")
+		switch {
+		case !strings.HasPrefix(s, "/") || strings.ContainsAny(prefix, "?#* \\") || strings.Contains(s, "//") ||
+			strings.Contains(s, "/../") || strings.HasSuffix(prefix, "/..") || strings.Contains(s, "/./"):
+			p.add(line, ip, "must be a clean absolute path, optionally ending in * for a prefix")
+			continue
+		}
+		covered := ""
+		for _, m := range append(slicesOf(mediatedPaths), "/agent-hooks/", "/healthz", "/readyz") {
+			if s == m || (wildcard && strings.HasPrefix(m, prefix)) || strings.HasPrefix(s, "/agent-hooks/") {
+				covered = m
+				break
+			}
+		}
+		if covered != "" {
+			p.add(line, ip, "would bypass mediation or the host API (%s); it cannot be passed through", covered)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func slicesOf(s []string) []string { return append([]string(nil), s...) }
+
+// components reads a resolvers/redactors/identity_providers map.
+func (p *parser) components(n *yaml.Node, path string, provider bool) map[string]Component {
+	out := map[string]Component{}
+	p.mapping(n, path, func(name string, k, v *yaml.Node, path string) {
+		switch {
+		case provider && !validProviderName(name):
+			p.add(k.Line, path, "identity provider names must match ^[a-z][a-z0-9_-]{0,63}$ and not begin with jcs")
+			return
+		case !provider && !validReference(name):
+			p.add(k.Line, path, "names must match ^[a-z][a-z0-9_-]{0,63}$")
+			return
+		}
+		c := Component{Config: json.RawMessage(`{}`)}
+		ok := true
+		p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+			switch key {
+			case "kind":
+				if s, good := p.str(v, path); good {
+					if !validKind(s) {
+						p.add(resolveAlias(v).Line, path, `must match ^[a-z][a-z0-9_-]*(\.[a-z][a-z0-9_-]*)+$`)
+						ok = false
+					}
+					c.Kind = s
+				} else {
+					ok = false
+				}
+			case "config":
+				raw, good := p.blob(v, path)
+				c.Config, ok = raw, ok && good
+			default:
+				p.unknown(v, path, key)
+			}
+		})
+		if resolveAlias(v).Kind == yaml.MappingNode && c.Kind == "" && ok {
+			p.add(resolveAlias(v).Line, path+".kind", "required")
+			ok = false
+		}
+		if ok && c.Kind != "" {
+			out[name] = c
+		}
+	})
+	return out
+}
+
+// blobSecretKeys are top-level config keys that can only be inline secrets.
+var blobSecretKeys = map[string]bool{
+	"api_key": true, "apikey": true, "password": true, "passwd": true, "secret": true,
+	"client_secret": true, "secret_key": true, "private_key": true, "token": true,
+	"access_token": true, "auth_token": true, "bearer_token": true, "authorization": true,
+	"key": true, "hmac_key": true,
+}
+
+// blob converts an opaque kind config to JSON. Its top-level keys may not be
+// inline secrets; everything else is the kind's to validate.
+func (p *parser) blob(n *yaml.Node, path string) (json.RawMessage, bool) {
+	c := newConverter()
+	v := c.convert(n, "", path, resolveAlias(n).Line, 0)
+	if c.err != nil {
+		p.add(c.err.line, c.err.path, "%s", c.err.msg)
+		return nil, false
+	}
+	ok := true
+	if v.k == jObj {
+		for _, m := range v.obj {
+			if blobSecretKeys[strings.ToLower(m.key)] {
+				l := c.locate(ptr("", m.key))
+				p.add(l.line, l.path, "inline secrets are not allowed; name an environment variable instead (for example %s_env)", m.key)
+				ok = false
+			}
+		}
+	}
+	return appendJSON(nil, v), ok
+}
+
+// hooks converts the hooks block (a declaration written in YAML, or the path
+// of a JSON declaration file) and loads it, mapping refusal findings back to
+// config paths and lines.
+func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
+	rn := resolveAlias(n)
+	if rn.Kind == yaml.ScalarNode && rn.ShortTag() == "!!str" {
+		file := rn.Value
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(p.baseDir, file)
+		}
+		d, err := LoadDeclarationFile(file, reg)
+		if err != nil {
+			p.declProblems(err, func(pointer string) loc {
+				return loc{line: rn.Line, path: "hooks" + pointer}
+			}, file+": ")
+			return nil
+		}
+		return d
+	}
+	if rn.Kind != yaml.MappingNode {
+		p.add(rn.Line, "hooks", "must be a host declaration mapping, or the path of a declaration JSON file")
+		return nil
+	}
+	c := newConverter()
+	v := c.convert(n, "", "hooks", keyLine, 0)
+	if c.err != nil {
+		p.add(c.err.line, c.err.path, "%s: %s", ClassMalformed, c.err.msg)
+		return nil
+	}
+	d, err := LoadDeclaration(appendJSON(nil, v), reg)
+	if err != nil {
+		p.declProblems(err, c.locate, "")
+		return nil
+	}
+	return d
+}
+
+// declProblems turns a refusal into one problem per finding.
+func (p *parser) declProblems(err error, locate func(string) loc, prefix string) {
+	var de *DeclarationError
+	if !errors.As(err, &de) {
+		p.add(0, "hooks", "%s%v", prefix, err)
+		return
+	}
+	fs := de.Findings
+	if len(fs) == 0 {
+		fs = []Finding{{de.Path, de.Detail}}
+	}
+	for _, f := range fs {
+		l := locate(f.Path)
+		p.add(l.line, l.path, "%s%s: %s", prefix, de.Class, f.Detail)
+	}
+}
+
+// overlay builds the file's named resolvers, redactors and identity
+// providers through reg's Factories and layers them over reg. A definition
+// that fails to build is reported here and stands in as a fail-closed
+// placeholder so the declaration does not report it twice.
+func (p *parser) overlay(root *yaml.Node, cfg *Config, reg Registry) Registry {
+	if reg == nil {
+		reg = NewRegistry()
+	}
+	ov := &overlay{
+		Registry:   reg,
+		resolvers:  map[string]points.Resolver{},
+		redactors:  map[string]points.Redactor{},
+		identities: map[string]points.IdentityProvider{},
+	}
+	lines := sectionLines(root)
+	fac, hasFactories := reg.(Factories)
+	build := func(section, name string, c Component, exists bool, mk func() (any, error)) (any, bool) {
+		path := section + "." + name
+		line := lines[path]
+		if exists {
+			p.add(line, path, "%q is already registered by the host", name)
+			return nil, false
+		}
+		if !hasFactories {
+			p.add(line, path, "kind %q: this host builds no %s from the config file", c.Kind, section)
+			return nil, false
+		}
+		obj, err := safeBuild(mk)
+		switch {
+		case errors.Is(err, ErrUnknownKind):
+			p.add(line, path+".kind", "unknown kind %q", c.Kind)
+		case err != nil:
+			p.add(line, path, "kind %q refused its config: %v", c.Kind, err)
+		case obj == nil:
+			p.add(line, path, "kind %q built nothing", c.Kind)
+		default:
+			return obj, true
+		}
+		return nil, false
+	}
+	for _, name := range sortedKeys(cfg.Resolvers) {
+		c := cfg.Resolvers[name]
+		_, exists := reg.Resolver(name)
+		obj, ok := build("resolvers", name, c, exists, func() (any, error) { return nilIfNil(fac.NewResolver(c.Kind, name, c.Config)) })
+		if r, isR := obj.(points.Resolver); ok && isR {
+			ov.resolvers[name] = r
+		} else {
+			ov.resolvers[name] = brokenResolver{}
+		}
+	}
+	for _, name := range sortedKeys(cfg.Redactors) {
+		c := cfg.Redactors[name]
+		_, exists := reg.Redactor(name)
+		obj, ok := build("redactors", name, c, exists, func() (any, error) { return nilIfNil(fac.NewRedactor(c.Kind, name, c.Config)) })
+		if r, isR := obj.(points.Redactor); ok && isR {
+			ov.redactors[name] = r
+		} else {
+			ov.redactors[name] = brokenRedactor{}
+		}
+	}
+	for _, name := range sortedKeys(cfg.IdentityProviders) {
+		c := cfg.IdentityProviders[name]
+		_, exists := reg.IdentityProvider(name)
+		obj, ok := build("identity_providers", name, c, exists, func() (any, error) {
+			return nilIfNil(fac.NewIdentityProvider(c.Kind, name, c.Config))
+		})
+		ip, isIP := obj.(points.IdentityProvider)
+		if ok && isIP && ip.Name() != name {
+			p.add(lines["identity_providers."+name], "identity_providers."+name, "kind %q built a provider named %q; records would not match the declaration", c.Kind, ip.Name())
+			isIP = false
+		}
+		if ok && isIP {
+			ov.identities[name] = ip
+		} else {
+			ov.identities[name] = brokenIdentity(name)
+		}
+	}
+	return ov
+}
+
+// nilIfNil turns a typed nil in an interface into an untyped nil.
+func nilIfNil[T any](v T, err error) (any, error) {
+	if err != nil {
+		return nil, err
+	}
+	if any(v) == nil {
+		return nil, nil
+	}
+	return v, nil
+}
+
+func safeBuild(mk func() (any, error)) (obj any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			obj, err = nil, fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return mk()
+}
+
+// sectionLines maps "section.name" to the line of each definition.
+func sectionLines(root *yaml.Node) map[string]int {
+	out := map[string]int{}
+	root = resolveAlias(root)
+	if root.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		sec := root.Content[i].Value
+		if sec != "resolvers" && sec != "redactors" && sec != "identity_providers" {
+			continue
+		}
+		m := resolveAlias(root.Content[i+1])
+		if m.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(m.Content); j += 2 {
+			key := sec + "." + m.Content[j].Value
+			if _, dup := out[key]; !dup {
+				out[key] = m.Content[j].Line
+			}
+		}
+	}
+	return out
+}
+
+// overlay layers the config file's named definitions over a host Registry.
+type overlay struct {
+	Registry
+	resolvers  map[string]points.Resolver
+	redactors  map[string]points.Redactor
+	identities map[string]points.IdentityProvider
+}
+
+func (o *overlay) Resolver(name string) (points.Resolver, bool) {
+	if r, ok := o.resolvers[name]; ok {
+		return r, true
+	}
+	return o.Registry.Resolver(name)
+}
+
+func (o *overlay) Redactor(name string) (points.Redactor, bool) {
+	if r, ok := o.redactors[name]; ok {
+		return r, true
+	}
+	return o.Registry.Redactor(name)
+}
+
+func (o *overlay) IdentityProvider(name string) (points.IdentityProvider, bool) {
+	if r, ok := o.identities[name]; ok {
+		return r, true
+	}
+	return o.Registry.IdentityProvider(name)
+}
+
+// Placeholders for definitions that failed to build; they only exist while
+// a config that is already refused finishes loading, and fail closed.
+type brokenResolver struct{}
+
+var errBroken = errors.New("config: definition failed to build")
+
+func (brokenResolver) Resolve(context.Context, points.ApprovalRequest) (points.ApprovalResolution, error) {
+	return points.ApprovalResolution{}, errBroken
+}
+
+type brokenRedactor struct{}
+
+func (brokenRedactor) Redact(context.Context, []byte) ([]byte, error) { return nil, errBroken }
+
+type brokenIdentity string
+
+func (b brokenIdentity) Name() string                  { return string(b) }
+func (brokenIdentity) Identity([]byte) (string, error) { return "", errBroken }

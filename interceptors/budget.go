@@ -1,0 +1,270 @@
+package interceptors
+
+import (
+	"container/list"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// budgetConfig is hooksproxy.budget.
+type budgetConfig struct {
+	MaxModelCalls       *int64   `json:"max_model_calls"`
+	MaxToolCalls        *int64   `json:"max_tool_calls"`
+	MaxPromptTokens     *int64   `json:"max_prompt_tokens"`
+	MaxCompletionTokens *int64   `json:"max_completion_tokens"`
+	MaxTotalTokens      *int64   `json:"max_total_tokens"`
+	MaxElapsed          duration `json:"max_elapsed"`
+	Scope               string   `json:"scope"`
+	Reason              string   `json:"reason"`
+	Message             string   `json:"message"`
+	MaxSessions         *int64   `json:"max_sessions"`
+}
+
+// DefaultBudgetMaxSessions bounds the sessions (and, separately, agents) a
+// budget tracks; the least recently seen is forgotten beyond it.
+const DefaultBudgetMaxSessions = 10000
+
+// Budget scopes.
+const (
+	scopeSession = "session"
+	scopeAgent   = "agent"
+	scopeBoth    = "both"
+)
+
+// counters is what one session or agent has used.
+type counters struct {
+	modelCalls, toolCalls, prompt, completion int64
+	first                                     time.Time
+}
+
+type lruEntry struct {
+	key string
+	c   counters
+}
+
+// lru is a size-bounded map of counters, least recently used evicted.
+type lru struct {
+	cap int
+	m   map[string]*list.Element
+	l   *list.List
+}
+
+func newLRU(capacity int) *lru {
+	return &lru{cap: capacity, m: map[string]*list.Element{}, l: list.New()}
+}
+
+// get returns the counters of key, creating them with first = now.
+func (c *lru) get(key string, now time.Time) *counters {
+	if e, ok := c.m[key]; ok {
+		c.l.MoveToFront(e)
+		return &e.Value.(*lruEntry).c
+	}
+	ent := &lruEntry{key: key, c: counters{first: now}}
+	c.m[key] = c.l.PushFront(ent)
+	for c.l.Len() > c.cap {
+		old := c.l.Back()
+		c.l.Remove(old)
+		delete(c.m, old.Value.(*lruEntry).key)
+	}
+	return &ent.c
+}
+
+func (c *lru) remove(key string) {
+	if e, ok := c.m[key]; ok {
+		c.l.Remove(e)
+		delete(c.m, key)
+	}
+}
+
+func (c *lru) len() int { return c.l.Len() }
+
+// limit is one configured maximum.
+type limit struct {
+	name string
+	max  int64
+	used func(*counters) int64
+	// at is the point whose action the limit gates.
+	at points.Point
+	// next is added to used before comparing (1 for a call about to be made).
+	next int64
+}
+
+// Budget is the hooksproxy.budget interceptor. It counts what it sees:
+// pre_model_call is a model call, pre_tool_call a tool call, and
+// post_model_call adds usage.prompt_tokens and usage.completion_tokens.
+type Budget struct {
+	limits          []limit
+	maxElapsed      time.Duration
+	session, agent  bool
+	reason, message string
+	now             func() time.Time
+
+	mu       sync.Mutex
+	sessions *lru
+	agents   *lru
+}
+
+func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
+	var c budgetConfig
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	env = env.withDefaults()
+	b := &Budget{maxElapsed: time.Duration(c.MaxElapsed), reason: c.Reason, message: c.Message, now: env.Now}
+	if b.reason == "" {
+		b.reason = "budget_exceeded"
+	}
+	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
+		return nil, err
+	}
+	switch c.Scope {
+	case "", scopeSession:
+		b.session = true
+	case scopeAgent:
+		b.agent = true
+	case scopeBoth:
+		b.session, b.agent = true, true
+	default:
+		return nil, cfgErr(configRoot+".scope", "must be session, agent or both")
+	}
+	add := func(key string, v *int64, at points.Point, next int64, used func(*counters) int64) error {
+		if v == nil {
+			return nil
+		}
+		if *v < 0 {
+			return cfgErr(configRoot+"."+key, "must be >= 0")
+		}
+		b.limits = append(b.limits, limit{name: key, max: *v, used: used, at: at, next: next})
+		return nil
+	}
+	for _, err := range []error{
+		add("max_model_calls", c.MaxModelCalls, points.PreModelCall, 1, func(c *counters) int64 { return c.modelCalls }),
+		add("max_tool_calls", c.MaxToolCalls, points.PreToolCall, 1, func(c *counters) int64 { return c.toolCalls }),
+		// Token limits stop the next model call once reached: the call that
+		// crosses a limit has already been paid for.
+		add("max_prompt_tokens", c.MaxPromptTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt }),
+		add("max_completion_tokens", c.MaxCompletionTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.completion }),
+		add("max_total_tokens", c.MaxTotalTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt + c.completion }),
+	} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(b.limits) == 0 && b.maxElapsed == 0 {
+		return nil, cfgErr(configRoot, "needs at least one max_* limit")
+	}
+	capacity := int64(DefaultBudgetMaxSessions)
+	if c.MaxSessions != nil {
+		if *c.MaxSessions < 1 {
+			return nil, cfgErr(configRoot+".max_sessions", "must be >= 1")
+		}
+		capacity = *c.MaxSessions
+	}
+	b.sessions = newLRU(int(capacity))
+	b.agents = newLRU(int(capacity))
+	return b, nil
+}
+
+// exceeded reports the first limit at p that a call would break.
+func (b *Budget) exceeded(p points.Point, c *counters) (limit, bool) {
+	for _, l := range b.limits {
+		if l.at != p {
+			continue
+		}
+		used := l.used(c) + l.next
+		if (l.next > 0 && used > l.max) || (l.next == 0 && used >= l.max) {
+			return l, true
+		}
+	}
+	return limit{}, false
+}
+
+// Intercept counts and checks. Limits gate pre_model_call (calls and
+// tokens) and pre_tool_call (calls); max_elapsed also gates input.
+// agent_shutdown forgets the session.
+func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	p := c.Point()
+	agentID := c.Get("agent.id").Str
+	sessKey := agentID + "\x00" + c.Get("session.id").Str
+	now, err := time.Parse(time.RFC3339Nano, c.Get("timestamp").Str)
+	if err != nil {
+		now = b.now()
+	}
+	var prompt, completion int64
+	if p == points.PostModelCall {
+		prompt = nonNeg(c.Get("usage.prompt_tokens").Int())
+		completion = nonNeg(c.Get("usage.completion_tokens").Int())
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if p == points.AgentShutdown {
+		b.sessions.remove(sessKey)
+		return points.Allow(), nil
+	}
+	type scoped struct {
+		name string
+		c    *counters
+	}
+	var scopes []scoped
+	// The session entry also carries the elapsed clock in agent scope.
+	sess := b.sessions.get(sessKey, now)
+	if b.session {
+		scopes = append(scopes, scoped{"session", sess})
+	}
+	if b.agent {
+		scopes = append(scopes, scoped{"agent", b.agents.get(agentID, now)})
+	}
+	switch p {
+	case points.Input, points.PreModelCall, points.PreToolCall:
+		if b.maxElapsed > 0 && now.Sub(sess.first) > b.maxElapsed {
+			return b.deny("session", "max_elapsed", b.maxElapsed.String()), nil
+		}
+	}
+	for _, s := range scopes {
+		if l, over := b.exceeded(p, s.c); over {
+			return b.deny(s.name, l.name, fmt.Sprint(l.max)), nil
+		}
+	}
+	for _, s := range scopes {
+		switch p {
+		case points.PreModelCall:
+			s.c.modelCalls++
+		case points.PreToolCall:
+			s.c.toolCalls++
+		case points.PostModelCall:
+			s.c.prompt += prompt
+			s.c.completion += completion
+		}
+	}
+	return points.Allow(), nil
+}
+
+func (b *Budget) deny(scope, name, max string) points.Verdict {
+	msg := b.message
+	if msg == "" {
+		msg = fmt.Sprintf("%s budget exceeded: %s (%s)", scope, name, max)
+	}
+	return points.Deny(b.reason, msg)
+}
+
+func nonNeg(n int64) int64 {
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+// tracked reports how many sessions and agents the budget holds (tests).
+func (b *Budget) tracked() (sessions, agents int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sessions.len(), b.agents.len()
+}

@@ -1,0 +1,453 @@
+package interceptors
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// The content actions, in precedence order.
+const (
+	actDeny     = "deny"
+	actEscalate = "escalate"
+	actRedact   = "redact"
+	actWarn     = "warn"
+)
+
+// contentDefaultReason is the reason of each action unless configured.
+func contentDefaultReason(act string) string {
+	switch act {
+	case actDeny:
+		return "content_denied"
+	case actEscalate:
+		return "content_escalated"
+	case actRedact:
+		return "content_redacted"
+	}
+	return "content_warning"
+}
+
+// DefaultMask is the replacement of a redacted match; {name} is the
+// pattern name.
+const DefaultMask = "[REDACTED:{name}]"
+
+// contentConfig is hooksproxy.content (and the approval redactor's config).
+type contentConfig struct {
+	Deny     []patternConfig   `json:"deny"`
+	Redact   []patternConfig   `json:"redact"`
+	Escalate []patternConfig   `json:"escalate"`
+	Warn     []patternConfig   `json:"warn"`
+	Packs    map[string]string `json:"packs"`
+	Reason   string            `json:"reason"`
+	Reasons  *actionStrings    `json:"reasons"`
+	Message  string            `json:"message"`
+	Messages *actionStrings    `json:"messages"`
+	Mask     *string           `json:"mask"`
+}
+
+// actionStrings is a per-action override of a reason or a message.
+type actionStrings struct {
+	Deny     string `json:"deny"`
+	Redact   string `json:"redact"`
+	Escalate string `json:"escalate"`
+	Warn     string `json:"warn"`
+}
+
+func (a *actionStrings) get(action string) string {
+	if a == nil {
+		return ""
+	}
+	switch action {
+	case actDeny:
+		return a.Deny
+	case actRedact:
+		return a.Redact
+	case actEscalate:
+		return a.Escalate
+	}
+	return a.Warn
+}
+
+// patternConfig is a regex, written as a string or as {name, regex}.
+type patternConfig struct {
+	name, expr string
+}
+
+// validPatternName reports whether s may name a pattern: it appears in
+// masks and messages, so it is kept short and plain.
+func validPatternName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isMemberChar(s[i]) && s[i] != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *patternConfig) decodeField(path string, r gjson.Result) error {
+	switch {
+	case r.Type == gjson.String:
+		p.expr = r.Str
+		return nil
+	case r.IsObject():
+		var c struct {
+			Name  string `json:"name"`
+			Regex string `json:"regex"`
+		}
+		if err := decodeValue(path, r, reflectValue(&c)); err != nil {
+			return err
+		}
+		if c.Regex == "" {
+			return cfgErr(path+".regex", "required")
+		}
+		if c.Name != "" && !validPatternName(c.Name) {
+			return cfgErr(path+".name", "must match [A-Za-z0-9_.-]{1,64}")
+		}
+		p.name, p.expr = c.Name, c.Regex
+		return nil
+	}
+	return cfgErr(path, "must be a regex string or {name, regex}")
+}
+
+// contentRules is a compiled content config.
+type contentRules struct {
+	groups   map[string][]pattern // by action
+	reasons  map[string]string
+	messages map[string]string
+	mask     string
+}
+
+func compileContent(config []byte) (*contentRules, error) {
+	var c contentConfig
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	cr := &contentRules{groups: map[string][]pattern{}, reasons: map[string]string{}, messages: map[string]string{}, mask: DefaultMask}
+	if c.Mask != nil {
+		cr.mask = *c.Mask
+	}
+	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
+		return nil, err
+	}
+	lists := map[string][]patternConfig{actDeny: c.Deny, actRedact: c.Redact, actEscalate: c.Escalate, actWarn: c.Warn}
+	total := 0
+	for _, act := range []string{actDeny, actEscalate, actRedact, actWarn} {
+		reason := c.Reasons.get(act)
+		if err := checkReason(configRoot+".reasons."+act, reason); err != nil {
+			return nil, err
+		}
+		if reason == "" {
+			reason = c.Reason
+		}
+		if reason == "" {
+			reason = contentDefaultReason(act)
+		}
+		cr.reasons[act] = reason
+		cr.messages[act] = c.Messages.get(act)
+		if cr.messages[act] == "" {
+			cr.messages[act] = c.Message
+		}
+		for i, pc := range lists[act] {
+			at := indexPath(configRoot+"."+act, i)
+			re, err := compileRegex(at, pc.expr)
+			if err != nil {
+				return nil, err
+			}
+			if re.MatchString("") {
+				return nil, cfgErr(at, "regex matches the empty string")
+			}
+			name := pc.name
+			if name == "" {
+				name = fmt.Sprintf("%s_%d", act, i)
+			}
+			cr.groups[act] = append(cr.groups[act], newPattern(name, re, nil))
+			total++
+		}
+	}
+	for _, pack := range sortedKeys(c.Packs) {
+		at := memberPath(configRoot+".packs", pack)
+		pats := packPatterns(pack)
+		if pats == nil {
+			return nil, cfgErr(at, "unknown pack (known: %s)", strings.Join(packNames(), ", "))
+		}
+		act := c.Packs[pack]
+		switch act {
+		case actDeny, actRedact, actEscalate, actWarn:
+		default:
+			return nil, cfgErr(at, "action must be deny, redact, escalate or warn")
+		}
+		cr.groups[act] = append(cr.groups[act], pats...)
+		total += len(pats)
+	}
+	if total == 0 {
+		return nil, cfgErr(configRoot, "needs at least one pattern under deny, redact, escalate or warn, or a pack")
+	}
+	return cr, nil
+}
+
+// maskSet masks every match of its patterns in a string.
+type maskSet struct {
+	patterns []pattern
+	mask     string
+}
+
+// maskPasses bounds the re-scans after masking; what still matches after
+// them is replaced whole (a mask can never match, see checkMasks).
+const maskPasses = 4
+
+func (m maskSet) render(name string) string { return strings.ReplaceAll(m.mask, "{name}", name) }
+
+// checkMasks refuses a mask that any pattern would find again, since a
+// redaction must leave no match behind.
+func (m maskSet) checkMasks(at string) error {
+	for _, p := range m.patterns {
+		r := m.render(p.name)
+		for _, q := range m.patterns {
+			if q.found(r) {
+				return cfgErr(at, "the mask for pattern %q is itself matched by pattern %q", p.name, q.name)
+			}
+		}
+	}
+	return nil
+}
+
+// apply returns s with every match masked and the names of the patterns
+// that matched, in pattern order; changed is false when nothing matched.
+func (m maskSet) apply(s string) (out string, names []string, changed bool) {
+	out = s
+	for pass := 0; pass < maskPasses; pass++ {
+		hit := false
+		for _, p := range m.patterns {
+			sp := p.spans(out)
+			if len(sp) == 0 {
+				continue
+			}
+			hit = true
+			names = appendUnique(names, p.name)
+			var b strings.Builder
+			at := 0
+			for _, x := range sp {
+				b.WriteString(out[at:x[0]])
+				b.WriteString(m.render(p.name))
+				at = x[1]
+			}
+			b.WriteString(out[at:])
+			out = b.String()
+		}
+		if !hit {
+			return out, names, pass > 0
+		}
+	}
+	// Masks joined to their surroundings can form new matches; past the
+	// bound the whole string goes.
+	for _, p := range m.patterns {
+		if p.found(out) {
+			return m.render(p.name), names, true
+		}
+	}
+	return out, names, true
+}
+
+func appendUnique(list []string, s string) []string {
+	for _, x := range list {
+		if x == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+// firstFound returns the first pattern of ps with a match in s.
+func firstFound(ps []pattern, s string) (string, bool) {
+	for _, p := range ps {
+		if p.found(s) {
+			return p.name, true
+		}
+	}
+	return "", false
+}
+
+// Content is the hooksproxy.content interceptor.
+type Content struct {
+	rules  *contentRules
+	redact maskSet
+}
+
+func newContent(_ string, config []byte, _ Env) (points.Interceptor, error) {
+	cr, err := compileContent(config)
+	if err != nil {
+		return nil, err
+	}
+	ms := maskSet{patterns: cr.groups[actRedact], mask: cr.mask}
+	if err := ms.checkMasks(configRoot + ".mask"); err != nil {
+		return nil, err
+	}
+	return &Content{rules: cr, redact: ms}, nil
+}
+
+// cancelCheckEvery is how many strings are scanned between checks of the
+// call's context.
+const cancelCheckEvery = 64
+
+// Intercept scans every string in the target. Precedence: deny > escalate
+// > redact > warn; warn matches ride along a redact transform as warnings.
+func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	target := c.Target()
+	if !target.Exists() {
+		return points.Allow(), nil
+	}
+	doc := []byte(target.Raw)
+	g := ct.rules.groups
+	var (
+		denyName, escName string
+		warnNames         []string
+		redactNames       []string
+		changes           []change
+		err               error
+		n                 int
+	)
+	walkStrings(doc, func(v stringVisit) bool {
+		if n++; n%cancelCheckEvery == 0 {
+			if err = ctxErr(ctx); err != nil {
+				return false
+			}
+		}
+		if name, ok := firstFound(g[actDeny], v.value); ok {
+			denyName = name
+			return false
+		}
+		if escName != "" {
+			return true // only a deny can still change the answer
+		}
+		if name, ok := firstFound(g[actEscalate], v.value); ok {
+			escName = name
+			return true
+		}
+		if len(g[actRedact]) > 0 {
+			if masked, names, changed := ct.redact.apply(v.value); changed {
+				changes = append(changes, change{visit: v, value: masked})
+				for _, nm := range names {
+					redactNames = appendUnique(redactNames, nm)
+				}
+			}
+		}
+		for _, p := range g[actWarn] {
+			if p.found(v.value) {
+				warnNames = appendUnique(warnNames, p.name)
+			}
+		}
+		return true
+	})
+	if err != nil {
+		return points.Verdict{}, err
+	}
+	switch {
+	case denyName != "":
+		return points.Deny(ct.reason(actDeny), ct.message(actDeny, denyName)), nil
+	case escName != "":
+		return points.Escalate(ct.reason(actEscalate), ct.message(actEscalate, escName)), nil
+	}
+	var warnings []points.Warning
+	if len(changes) > 0 && !c.Point().Transformable() {
+		warnings = append(warnings, points.Warning{Reason: ct.reason(actRedact),
+			Message: fmt.Sprintf("content matched redact pattern %s; transform is not permitted at %s", quoteNames(redactNames), c.Point())})
+		changes = nil
+	}
+	if len(warnNames) > 0 {
+		warnings = append(warnings, points.Warning{Reason: ct.reason(actWarn), Message: ct.message(actWarn, quoteNames(warnNames))})
+	}
+	if len(changes) > 0 {
+		path, value := redactTransform(doc, changes)
+		v := points.Replace(path, value)
+		v.Reason = ct.reason(actRedact)
+		v.Message = ct.rules.messages[actRedact]
+		if v.Message == "" {
+			v.Message = fmt.Sprintf("masked matches of %s", quoteNames(redactNames))
+		}
+		v.Warnings = warnings
+		return v, nil
+	}
+	if len(warnings) > 0 {
+		return points.Verdict{Decision: points.DecisionAllow, Warnings: warnings}, nil
+	}
+	return points.Allow(), nil
+}
+
+func (ct *Content) reason(act string) string { return ct.rules.reasons[act] }
+
+// message is the configured message, or one naming the pattern (never the
+// matched text).
+func (ct *Content) message(act, name string) string {
+	if m := ct.rules.messages[act]; m != "" {
+		return m
+	}
+	if !strings.HasPrefix(name, `"`) {
+		name = fmt.Sprintf("%q", name)
+	}
+	return fmt.Sprintf("content matched %s pattern %s", act, name)
+}
+
+func quoteNames(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// change is one masked string of a redaction.
+type change struct {
+	visit stringVisit
+	value string
+}
+
+// redactTransform builds one replace of the narrowest §5.2-expressible
+// node that holds every change, its value being that node with each
+// changed string re-encoded in place and every other byte kept.
+func redactTransform(doc []byte, changes []change) (string, []byte) {
+	prefix := changes[0].visit.path
+	for _, ch := range changes[1:] {
+		prefix = prefix[:commonPrefix(prefix, ch.visit.path)]
+	}
+	path, n := targetPathString(prefix)
+	start, end := locate(doc, prefix[:n])
+	ss := make([]splice, len(changes))
+	for i, ch := range changes {
+		ss[i] = splice{start: ch.visit.start - start, end: ch.visit.end - start, repl: encodeString(ch.value)}
+	}
+	return path, applySplices(doc[start:end], ss)
+}
+
+// locate returns the byte span of the node at segs in doc (valid JSON,
+// no leading whitespace); the segments are known to exist.
+func locate(doc []byte, segs []seg) (start, end int) {
+	cur := gjson.ParseBytes(doc)
+	base := 0
+	for _, s := range segs {
+		i := 0
+		isArr := cur.IsArray()
+		var next gjson.Result
+		nextBase := 0
+		cur.ForEach(func(k, v gjson.Result) bool {
+			hit := (isArr && s.isIdx && i == s.index) || (!isArr && !s.isIdx && k.Str == s.key)
+			i++
+			if hit {
+				next, nextBase = v, base+(v.Index-cur.Index)
+				return false
+			}
+			return true
+		})
+		cur, base = next, nextBase
+	}
+	return base, base + len(cur.Raw)
+}

@@ -1,0 +1,94 @@
+package interceptors
+
+import (
+	"path"
+	"regexp"
+	"strings"
+)
+
+// glob is a name pattern in path.Match syntax ("*", "?", "[a-z]", "[^x]",
+// "\\" escapes), except that "*" also matches "/": tool and model names
+// such as "github/create_issue" or "openai/gpt-4o" are names, not paths.
+type glob struct {
+	text string
+	re   *regexp.Regexp
+}
+
+// compileGlob validates pattern with path.Match's grammar and compiles it.
+func compileGlob(at, pattern string) (glob, error) {
+	if pattern == "" {
+		return glob{}, cfgErr(at, "empty pattern")
+	}
+	if _, err := path.Match(pattern, ""); err != nil {
+		return glob{}, cfgErr(at, "invalid glob (path.Match syntax)")
+	}
+	var b strings.Builder
+	b.WriteString(`\A(?s:`)
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '*':
+			b.WriteString(`.*`)
+		case '?':
+			b.WriteString(`.`)
+		case '\\':
+			i++
+			b.WriteString(regexp.QuoteMeta(string(pattern[i])))
+		case '[':
+			// path.Match already validated the class; translate ^ and escapes.
+			j := i + 1
+			b.WriteByte('[')
+			if j < len(pattern) && pattern[j] == '^' {
+				b.WriteByte('^')
+				j++
+			}
+			for ; pattern[j] != ']'; j++ {
+				switch pattern[j] {
+				case '\\':
+					j++
+					b.WriteString(regexp.QuoteMeta(string(pattern[j])))
+				case '-':
+					b.WriteByte('-')
+				default:
+					b.WriteString(regexp.QuoteMeta(string(pattern[j])))
+				}
+			}
+			b.WriteByte(']')
+			i = j
+		default:
+			b.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	b.WriteString(`)\z`)
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return glob{}, cfgErr(at, "invalid glob")
+	}
+	return glob{text: pattern, re: re}, nil
+}
+
+func (g glob) match(name string) bool { return g.re.MatchString(name) }
+
+// globList is a list of globs from config.
+type globList []glob
+
+func compileGlobs(at string, patterns []string) (globList, error) {
+	out := make(globList, 0, len(patterns))
+	for i, p := range patterns {
+		g, err := compileGlob(indexPath(at, i), p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g)
+	}
+	return out, nil
+}
+
+// first returns the index of the first glob matching name, or -1.
+func (l globList) first(name string) int {
+	for i, g := range l {
+		if g.match(name) {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,252 @@
+// Package interceptors holds hooksproxy's built-in binding kinds
+// (hooksproxy.allow_all, rules, content, tools, budget, models, cel,
+// webhook) and the content packs' approval redactor. Each kind validates
+// and compiles its config once, at load, and yields a points.Interceptor
+// that is safe for concurrent use. Verdict messages name what matched (a
+// pattern name, a list index, a limit) and never the matched payload.
+//
+// The package depends on points only; config resolves kinds through
+// Builtins.
+package interceptors
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Kind is one binding kind: its namespaced name, a one-line description and
+// the constructor that validates a binding's config and builds its
+// interceptor. config is the binding's config as JSON and may be nil.
+type Kind struct {
+	Name string
+	Doc  string
+	New  func(bindingID string, config []byte, env Env) (points.Interceptor, error)
+}
+
+// Env is what kinds may use from the outside world, injected so that tests
+// and hosts control it. Zero fields get defaults: os-less Getenv (always
+// ""), a private http.Client, time.Now.
+type Env struct {
+	Getenv     func(string) string
+	HTTPClient *http.Client
+	Now        func() time.Time
+}
+
+func (e Env) withDefaults() Env {
+	if e.Getenv == nil {
+		e.Getenv = func(string) string { return "" }
+	}
+	if e.HTTPClient == nil {
+		e.HTTPClient = &http.Client{}
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	return e
+}
+
+// The built-in kind names.
+const (
+	KindAllowAll = "hooksproxy.allow_all"
+	KindRules    = "hooksproxy.rules"
+	KindContent  = "hooksproxy.content"
+	KindTools    = "hooksproxy.tools"
+	KindBudget   = "hooksproxy.budget"
+	KindModels   = "hooksproxy.models"
+	KindCEL      = "hooksproxy.cel"
+	KindWebhook  = "hooksproxy.webhook"
+)
+
+// Builtins returns the built-in kinds, freshly allocated (no shared state).
+func Builtins() []Kind {
+	return []Kind{
+		{KindAllowAll, "explicit passthrough: always allow", newAllowAll},
+		{KindRules, "ordered {at, match, return} rules, first match wins (CTK interceptor_script shape)", newRules},
+		{KindContent, "regexes and secrets/pii packs over every string in the target: deny, redact, escalate, warn", newContent},
+		{KindTools, "tool name allow/deny/escalate globs, argument constraints and a URL egress allowlist", newTools},
+		{KindBudget, "per-session and per-agent limits on model calls, tool calls, tokens and wall time", newBudget},
+		{KindModels, "allowed and denied model ids at pre_model_call", newModels},
+		{KindCEL, "CEL expressions over the context that pick a verdict", newCEL},
+		{KindWebhook, "POSTs the context to a URL and reads a spec verdict back", newWebhook},
+	}
+}
+
+// allowAll is hooksproxy.allow_all.
+type allowAll struct{}
+
+func newAllowAll(_ string, config []byte, _ Env) (points.Interceptor, error) {
+	var c struct{}
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	return allowAll{}, nil
+}
+
+func (allowAll) Intercept(ctx context.Context, _ *points.Context) (points.Verdict, error) {
+	if err := ctx.Err(); err != nil {
+		return points.Verdict{}, err
+	}
+	return points.Allow(), nil
+}
+
+// pointSet is an "at" member: one point or a list of points.
+type pointSet []points.Point
+
+func (s *pointSet) decodeField(path string, r gjson.Result) error {
+	var items []gjson.Result
+	switch {
+	case r.Type == gjson.String:
+		items = []gjson.Result{r}
+	case r.IsArray():
+		items = r.Array()
+		if len(items) == 0 {
+			return cfgErr(path, "must name at least one interception point")
+		}
+	default:
+		return cfgErr(path, "must be an interception point or a list of them")
+	}
+	out := pointSet{}
+	for i, it := range items {
+		p := path
+		if r.IsArray() {
+			p = indexPath(path, i)
+		}
+		if it.Type != gjson.String {
+			return cfgErr(p, "must be an interception point name")
+		}
+		pt, err := points.ParsePoint(it.Str)
+		if err != nil {
+			return cfgErr(p, "unknown interception point")
+		}
+		if !out.has(pt) {
+			out = append(out, pt)
+		}
+	}
+	*s = out
+	return nil
+}
+
+// has reports whether p is in s; an empty set has every point.
+func (s pointSet) has(p points.Point) bool {
+	if len(s) == 0 {
+		return true
+	}
+	for _, q := range s {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+// duration is a Go duration string ("5s", "10m").
+type duration time.Duration
+
+func (d *duration) decodeField(path string, r gjson.Result) error {
+	if r.Type != gjson.String {
+		return cfgErr(path, "must be a Go duration string such as \"5s\"")
+	}
+	v, err := time.ParseDuration(r.Str)
+	if err != nil {
+		return cfgErr(path, "invalid duration")
+	}
+	if v <= 0 {
+		return cfgErr(path, "must be positive")
+	}
+	*d = duration(v)
+	return nil
+}
+
+// verdictSpec is a spec wire verdict written in config, validated at load.
+type verdictSpec struct {
+	v   points.Verdict
+	set bool
+}
+
+func (vs *verdictSpec) decodeField(path string, r gjson.Result) error {
+	v, err := points.ParseVerdict([]byte(r.Raw))
+	if err != nil {
+		return &ConfigError{Path: path, Msg: err.Error(), Err: err}
+	}
+	vs.v, vs.set = v, true
+	return nil
+}
+
+// verdict returns a private copy, so no caller can alias the compiled one.
+func (vs verdictSpec) verdict() points.Verdict { return cloneVerdict(vs.v) }
+
+// cloneVerdict deep-copies v's slices.
+func cloneVerdict(v points.Verdict) points.Verdict {
+	if v.Warnings != nil {
+		v.Warnings = append([]points.Warning(nil), v.Warnings...)
+	}
+	if v.Approval != nil {
+		v.Approval = bytes.Clone(v.Approval)
+	}
+	if v.Transform != nil {
+		t := *v.Transform
+		if t.Value != nil {
+			t.Value = bytes.Clone(t.Value)
+		}
+		v.Transform = &t
+	}
+	if v.Evidence != nil {
+		v.Evidence = bytes.Clone(v.Evidence)
+	}
+	if v.ResultLabels != nil {
+		v.ResultLabels = append([]string(nil), v.ResultLabels...)
+	}
+	return v
+}
+
+// compileRegex compiles a config regex (RE2 syntax), reporting the error
+// code only: the pattern itself is configuration and stays out of errors.
+func compileRegex(path, pattern string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		msg := "invalid regex"
+		if se, ok := err.(*syntax.Error); ok {
+			msg += ": " + string(se.Code)
+		}
+		return nil, &ConfigError{Path: path, Msg: msg, Err: err}
+	}
+	return re, nil
+}
+
+// reasonSpec is a verdict reason from config: a string that is not in the
+// reserved host_error: namespace.
+func checkReason(path, reason string) error {
+	if points.IsHostError(reason) {
+		return cfgErr(path, "reasons starting with %s are reserved for the host", points.HostErrorPrefix)
+	}
+	return nil
+}
+
+// ctxErr reports cancellation of the call, wrapped for the emitter.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interceptors: call cancelled: %w", err)
+	}
+	return nil
+}
+
+// sortedKeys returns m's keys in order, so that compiled config is
+// deterministic.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,71 @@
+package interceptors
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// modelsConfig is hooksproxy.models.
+type modelsConfig struct {
+	Allow   []string `json:"allow"`
+	Deny    []string `json:"deny"`
+	Reason  string   `json:"reason"`
+	Message string   `json:"message"`
+}
+
+// Models is the hooksproxy.models interceptor.
+type Models struct {
+	allow, deny     globList
+	hasAllow        bool
+	reason, message string
+}
+
+func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
+	var c modelsConfig
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	if c.Allow == nil && c.Deny == nil {
+		return nil, cfgErr(configRoot, "needs allow or deny")
+	}
+	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
+		return nil, err
+	}
+	m := &Models{hasAllow: c.Allow != nil, reason: c.Reason, message: c.Message}
+	var err error
+	if m.allow, err = compileGlobs(configRoot+".allow", c.Allow); err != nil {
+		return nil, err
+	}
+	if m.deny, err = compileGlobs(configRoot+".deny", c.Deny); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Intercept checks model.id at pre_model_call; deny wins over allow.
+func (m *Models) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	if c.Point() != points.PreModelCall {
+		return points.Allow(), nil
+	}
+	id := c.Get("model.id").Str
+	reason, msg := "model_denied", ""
+	if i := m.deny.first(id); i >= 0 {
+		msg = fmt.Sprintf("model id matches deny[%d] %q", i, m.deny[i].text)
+	} else if m.hasAllow && m.allow.first(id) < 0 {
+		reason, msg = "model_not_allowed", "model id matches no allow pattern"
+	} else {
+		return points.Allow(), nil
+	}
+	if m.reason != "" {
+		reason = m.reason
+	}
+	if m.message != "" {
+		msg = m.message
+	}
+	return points.Deny(reason, msg), nil
+}

@@ -1,0 +1,211 @@
+package interceptors
+
+import (
+	"regexp"
+	"strings"
+)
+
+// pattern is one named detector: a regex, optionally narrowed to its
+// "value" capture group (the part that is reported and masked) and
+// optionally confirmed by a validator (checksums, reserved ranges).
+type pattern struct {
+	name  string
+	re    *regexp.Regexp
+	group int // index of the "value" group; 0 is the whole match
+	// valid confirms a candidate s[start:end] and returns the end of the
+	// accepted span (it may shorten it); a return <= start rejects it.
+	valid func(s string, start, end int) int
+}
+
+func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int) pattern {
+	p := pattern{name: name, re: re, valid: valid}
+	if i := re.SubexpIndex("value"); i > 0 {
+		p.group = i
+	}
+	return p
+}
+
+// spans returns the confirmed, non-overlapping matches of p in s.
+func (p pattern) spans(s string) [][2]int {
+	var out [][2]int
+	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
+		start, end := m[2*p.group], m[2*p.group+1]
+		if start < 0 || end <= start {
+			continue
+		}
+		if p.valid != nil {
+			if end = p.valid(s, start, end); end <= start {
+				continue
+			}
+		}
+		out = append(out, [2]int{start, end})
+	}
+	return out
+}
+
+// found reports whether p has at least one confirmed match in s.
+func (p pattern) found(s string) bool {
+	if p.valid == nil && p.group == 0 {
+		return p.re.MatchString(s)
+	}
+	return len(p.spans(s)) > 0
+}
+
+// The pack names.
+const (
+	PackSecrets = "secrets"
+	PackPII     = "pii"
+)
+
+// packPatterns returns the named patterns of a pack, in the order they are
+// tried (more specific first, so that an Anthropic key is reported as one
+// and not as an OpenAI key). Compiled per call: no package state.
+func packPatterns(pack string) []pattern {
+	mk := func(name, expr string, valid func(string, int, int) int) pattern {
+		return newPattern(name, regexp.MustCompile(expr), valid)
+	}
+	switch pack {
+	case PackSecrets:
+		return []pattern{
+			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`, nil),
+			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil),
+			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil),
+			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil),
+			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil),
+			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil),
+			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil),
+			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil),
+			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil),
+		}
+	case PackPII:
+		return []pattern{
+			mk("card_number", `\b(?:\d[ -]?){12,18}\d\b`, validCard),
+			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN),
+			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN),
+			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil),
+			// E.164 and international notation: a + then 8-15 digits, with
+			// spaces, dots, dashes or a parenthesised area code between them.
+			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15)),
+			// North American national format: separators required, so a plain
+			// run of ten digits is not a phone number.
+			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10)),
+			// Trunk-prefixed national formats (020 7946 0958, 06 12 34 56 78).
+			mk("phone", `(?:^|[^\w+])(?P<value>\(?0\d{1,4}\)?[ -]\d{2,4}(?:[ -]?\d{2,4}){1,3})\b`, validPhone(9, 12)),
+		}
+	}
+	return nil
+}
+
+// packNames lists the known packs.
+func packNames() []string { return []string{PackSecrets, PackPII} }
+
+// digitsOf returns the ASCII digits of s.
+func digitsOf(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+// luhn reports whether the digit string d passes the Luhn checksum.
+func luhn(d string) bool {
+	sum := 0
+	double := false
+	for i := len(d) - 1; i >= 0; i-- {
+		n := int(d[i] - '0')
+		if double {
+			n *= 2
+			if n > 9 {
+				n -= 9
+			}
+		}
+		sum += n
+		double = !double
+	}
+	return sum%10 == 0
+}
+
+// validCard accepts 13-19 digits from a card issuer range (2-6) that pass
+// Luhn and are not one repeated digit.
+func validCard(s string, start, end int) int {
+	d := digitsOf(s[start:end])
+	if len(d) < 13 || len(d) > 19 || d[0] < '2' || d[0] > '6' {
+		return 0
+	}
+	if strings.Count(d, d[:1]) == len(d) || !luhn(d) {
+		return 0
+	}
+	return end
+}
+
+// ibanMod97 reports whether the compact IBAN s passes ISO 13616 mod-97.
+func ibanMod97(s string) bool {
+	if len(s) < 15 || len(s) > 34 {
+		return false
+	}
+	r := s[4:] + s[:4]
+	rem := 0
+	for i := 0; i < len(r); i++ {
+		c := r[i]
+		switch {
+		case c >= '0' && c <= '9':
+			rem = (rem*10 + int(c-'0')) % 97
+		case c >= 'A' && c <= 'Z':
+			rem = (rem*100 + int(c-'A'+10)) % 97
+		default:
+			return false
+		}
+	}
+	return rem == 1
+}
+
+// validIBAN accepts a candidate that passes mod-97, dropping trailing
+// space-separated groups that do not belong to it ("DE89 ... 00 IS").
+func validIBAN(s string, start, end int) int {
+	for end > start {
+		if ibanMod97(strings.ReplaceAll(s[start:end], " ", "")) {
+			return end
+		}
+		i := strings.LastIndexByte(s[start:end], ' ')
+		if i <= 0 {
+			return 0
+		}
+		end = start + i
+	}
+	return 0
+}
+
+// validSSN rejects the never-issued areas 000, 666 and 900-999, group 00
+// and serial 0000.
+func validSSN(s string, start, end int) int {
+	v := s[start:end]
+	area, group, serial := v[0:3], v[4:6], v[7:11]
+	if area == "000" || area == "666" || area[0] == '9' || group == "00" || serial == "0000" {
+		return 0
+	}
+	return end
+}
+
+// validPhone accepts a candidate with min..max digits that is not a slice
+// of a longer run of digit groups (a card number, an id with spaces).
+func validPhone(min, max int) func(string, int, int) int {
+	return func(s string, start, end int) int {
+		n := len(digitsOf(s[start:end]))
+		if n < min || n > max {
+			return 0
+		}
+		if start >= 2 && isSep(s[start-1]) && isDigit(s[start-2]) {
+			return 0
+		}
+		if end+1 < len(s) && isSep(s[end]) && isDigit(s[end+1]) {
+			return 0
+		}
+		return end
+	}
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+func isSep(c byte) bool   { return c == ' ' || c == '-' || c == '.' }

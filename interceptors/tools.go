@@ -1,0 +1,418 @@
+package interceptors
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// toolsConfig is hooksproxy.tools.
+type toolsConfig struct {
+	Allow    []string        `json:"allow"`
+	Deny     []string        `json:"deny"`
+	Escalate []string        `json:"escalate"`
+	Args     []argRuleConfig `json:"args"`
+	Egress   *egressConfig   `json:"egress"`
+	Reason   string          `json:"reason"`
+	Reasons  *toolStrings    `json:"reasons"`
+	Message  string          `json:"message"`
+	Messages *toolStrings    `json:"messages"`
+}
+
+// toolStrings overrides a reason or message per outcome.
+type toolStrings struct {
+	Deny       string `json:"deny"`
+	NotAllowed string `json:"not_allowed"`
+	Args       string `json:"args"`
+	Egress     string `json:"egress"`
+	Escalate   string `json:"escalate"`
+}
+
+type argRuleConfig struct {
+	Tool     string  `json:"tool"`
+	Path     string  `json:"path"`
+	Regex    *string `json:"regex"`
+	NotRegex *string `json:"not_regex"`
+	Required bool    `json:"required"`
+	Reason   string  `json:"reason"`
+	Message  string  `json:"message"`
+}
+
+type egressConfig struct {
+	AllowDomains []string `json:"allow_domains"`
+	DenyDomains  []string `json:"deny_domains"`
+}
+
+// Tool outcomes, by severity.
+const (
+	toolAllow = iota
+	toolEscalate
+	toolEgress
+	toolArgs
+	toolNotAllowed
+	toolDeny
+)
+
+func toolOutcomeName(o int) string {
+	switch o {
+	case toolDeny:
+		return "deny"
+	case toolNotAllowed:
+		return "not_allowed"
+	case toolArgs:
+		return "args"
+	case toolEgress:
+		return "egress"
+	case toolEscalate:
+		return "escalate"
+	}
+	return "allow"
+}
+
+func toolDefaultReason(o int) string {
+	switch o {
+	case toolDeny:
+		return "tool_denied"
+	case toolNotAllowed:
+		return "tool_not_allowed"
+	case toolArgs:
+		return "tool_args_violation"
+	case toolEgress:
+		return "egress_denied"
+	}
+	return "tool_escalated"
+}
+
+func (t *toolStrings) get(o int) string {
+	if t == nil {
+		return ""
+	}
+	switch o {
+	case toolDeny:
+		return t.Deny
+	case toolNotAllowed:
+		return t.NotAllowed
+	case toolArgs:
+		return t.Args
+	case toolEgress:
+		return t.Egress
+	}
+	return t.Escalate
+}
+
+type argRule struct {
+	tool            glob
+	path            string
+	multi           bool
+	re, notRe       *regexp.Regexp
+	required        bool
+	reason, message string
+}
+
+// domainRule is one egress domain entry: "example.com" (exactly),
+// "*.example.com" (subdomains only) or ".example.com" (it and subdomains).
+type domainRule struct {
+	host       string
+	exact, sub bool
+}
+
+func (d domainRule) match(host string) bool {
+	if d.exact && host == d.host {
+		return true
+	}
+	return d.sub && strings.HasSuffix(host, "."+d.host)
+}
+
+func compileDomains(at string, list []string) ([]domainRule, error) {
+	out := make([]domainRule, 0, len(list))
+	for i, e := range list {
+		p := indexPath(at, i)
+		e = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
+		d := domainRule{exact: true}
+		switch {
+		case strings.HasPrefix(e, "*."):
+			e, d.exact, d.sub = e[2:], false, true
+		case strings.HasPrefix(e, "."):
+			e, d.sub = e[1:], true
+		}
+		if e == "" || strings.ContainsAny(e, "*/@ \t?#") {
+			return nil, cfgErr(p, "must be a host name, *.domain or .domain")
+		}
+		d.host = e
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Tools is the hooksproxy.tools interceptor.
+type Tools struct {
+	allow, deny, escalate globList
+	hasAllow              bool
+	args                  []argRule
+	egress                bool
+	urlRE                 *regexp.Regexp
+	allowDomains          []domainRule // nil: any host not denied
+	denyDomains           []domainRule
+	reasons, messages     [toolDeny + 1]string
+}
+
+// urlExpr finds URL candidates (scheme://...) in a string.
+const urlExpr = "(?i)\\b[a-z][a-z0-9+.-]*://[^\\s\"'<>`]+"
+
+func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
+	var c toolsConfig
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	t := &Tools{hasAllow: c.Allow != nil}
+	var err error
+	if t.allow, err = compileGlobs(configRoot+".allow", c.Allow); err != nil {
+		return nil, err
+	}
+	if t.deny, err = compileGlobs(configRoot+".deny", c.Deny); err != nil {
+		return nil, err
+	}
+	if t.escalate, err = compileGlobs(configRoot+".escalate", c.Escalate); err != nil {
+		return nil, err
+	}
+	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
+		return nil, err
+	}
+	for o := toolEscalate; o <= toolDeny; o++ {
+		r := c.Reasons.get(o)
+		if err := checkReason(configRoot+".reasons."+toolOutcomeName(o), r); err != nil {
+			return nil, err
+		}
+		if r == "" {
+			r = c.Reason
+		}
+		if r == "" {
+			r = toolDefaultReason(o)
+		}
+		t.reasons[o] = r
+		t.messages[o] = c.Messages.get(o)
+		if t.messages[o] == "" {
+			t.messages[o] = c.Message
+		}
+	}
+	for i, ac := range c.Args {
+		at := indexPath(configRoot+".args", i)
+		pat := ac.Tool
+		if pat == "" {
+			pat = "*"
+		}
+		g, err := compileGlob(at+".tool", pat)
+		if err != nil {
+			return nil, err
+		}
+		if ac.Path == "" {
+			return nil, cfgErr(at+".path", "required")
+		}
+		if ac.Regex == nil && ac.NotRegex == nil {
+			return nil, cfgErr(at, "needs regex or not_regex")
+		}
+		if err := checkReason(at+".reason", ac.Reason); err != nil {
+			return nil, err
+		}
+		r := argRule{tool: g, path: ac.Path, multi: strings.Contains(ac.Path, "#"), required: ac.Required, reason: ac.Reason, message: ac.Message}
+		if ac.Regex != nil {
+			if r.re, err = compileRegex(at+".regex", *ac.Regex); err != nil {
+				return nil, err
+			}
+		}
+		if ac.NotRegex != nil {
+			if r.notRe, err = compileRegex(at+".not_regex", *ac.NotRegex); err != nil {
+				return nil, err
+			}
+		}
+		t.args = append(t.args, r)
+	}
+	if e := c.Egress; e != nil {
+		if e.AllowDomains == nil && e.DenyDomains == nil {
+			return nil, cfgErr(configRoot+".egress", "needs allow_domains or deny_domains")
+		}
+		t.egress = true
+		t.urlRE = regexp.MustCompile(urlExpr)
+		if e.AllowDomains != nil {
+			if t.allowDomains, err = compileDomains(configRoot+".egress.allow_domains", e.AllowDomains); err != nil {
+				return nil, err
+			}
+		}
+		if t.denyDomains, err = compileDomains(configRoot+".egress.deny_domains", e.DenyDomains); err != nil {
+			return nil, err
+		}
+	}
+	if !t.hasAllow && len(t.deny) == 0 && len(t.escalate) == 0 && len(t.args) == 0 && !t.egress {
+		return nil, cfgErr(configRoot, "needs at least one of allow, deny, escalate, args or egress")
+	}
+	return t, nil
+}
+
+// toolFinding is the verdict-relevant outcome of one tool call.
+type toolFinding struct {
+	outcome         int
+	reason, message string // per-rule overrides (args)
+	detail          string // payload-free description
+}
+
+// Intercept checks the tool call at pre_tool_call and every requested call
+// at post_model_call; other points allow.
+func (t *Tools) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	var worst toolFinding
+	switch c.Point() {
+	case points.PreToolCall:
+		tc := c.Get("tool_call")
+		worst = t.check(tc.Get("name").Str, tc.Get("args"))
+	case points.PostModelCall:
+		i := 0
+		c.Get("response.tool_calls").ForEach(func(_, call gjson.Result) bool {
+			f := t.check(call.Get("name").Str, call.Get("args"))
+			if f.outcome > worst.outcome {
+				f.detail = fmt.Sprintf("response.tool_calls[%d]: %s", i, f.detail)
+				worst = f
+			}
+			i++
+			return worst.outcome < toolDeny
+		})
+	default:
+		return points.Allow(), nil
+	}
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	if worst.outcome == toolAllow {
+		return points.Allow(), nil
+	}
+	reason := worst.reason
+	if reason == "" {
+		reason = t.reasons[worst.outcome]
+	}
+	msg := worst.message
+	if msg == "" {
+		msg = t.messages[worst.outcome]
+	}
+	if msg == "" {
+		msg = worst.detail
+	}
+	if worst.outcome == toolEscalate {
+		return points.Escalate(reason, msg), nil
+	}
+	return points.Deny(reason, msg), nil
+}
+
+// check evaluates one call. Precedence: deny > not allowed > argument and
+// egress violations > escalate > allow. Names under escalate count as
+// allowed-with-approval when an allow list is set.
+func (t *Tools) check(name string, args gjson.Result) toolFinding {
+	if i := t.deny.first(name); i >= 0 {
+		return toolFinding{outcome: toolDeny, detail: fmt.Sprintf("tool name matches deny[%d] %q", i, t.deny[i].text)}
+	}
+	esc := t.escalate.first(name)
+	if t.hasAllow && t.allow.first(name) < 0 && esc < 0 {
+		return toolFinding{outcome: toolNotAllowed, detail: "tool name matches no allow pattern"}
+	}
+	if f, bad := t.checkArgs(name, args); bad {
+		return f
+	}
+	if t.egress {
+		if f, bad := t.checkEgress(args); bad {
+			return f
+		}
+	}
+	if esc >= 0 {
+		return toolFinding{outcome: toolEscalate, detail: fmt.Sprintf("tool name matches escalate[%d] %q", esc, t.escalate[esc].text)}
+	}
+	return toolFinding{}
+}
+
+func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
+	for i, r := range t.args {
+		if !r.tool.match(name) {
+			continue
+		}
+		bad := func(what string) (toolFinding, bool) {
+			return toolFinding{outcome: toolArgs, reason: r.reason, message: r.message,
+				detail: fmt.Sprintf("argument at args[%d].path %s", i, what)}, true
+		}
+		v := args.Get(r.path)
+		if !v.Exists() {
+			if r.required {
+				return bad("is missing")
+			}
+			continue
+		}
+		vals := []gjson.Result{v}
+		if r.multi && v.IsArray() {
+			vals = v.Array()
+		}
+		for _, x := range vals {
+			s := x.Raw
+			if x.Type == gjson.String {
+				s = x.Str
+			}
+			if r.re != nil && !r.re.MatchString(s) {
+				return bad("does not match args[" + fmt.Sprint(i) + "].regex")
+			}
+			if r.notRe != nil && r.notRe.MatchString(s) {
+				return bad("matches args[" + fmt.Sprint(i) + "].not_regex")
+			}
+		}
+	}
+	return toolFinding{}, false
+}
+
+func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
+	if !args.Exists() {
+		return toolFinding{}, false
+	}
+	var f toolFinding
+	found := false
+	walkStrings([]byte(args.Raw), func(v stringVisit) bool {
+		for _, cand := range t.urlRE.FindAllString(v.value, -1) {
+			if why, bad := t.urlViolation(cand); bad {
+				f = toolFinding{outcome: toolEgress, detail: "argument URL " + why}
+				found = true
+				return false
+			}
+		}
+		return true
+	})
+	return f, found
+}
+
+// urlViolation checks one URL candidate; the answer names the rule, never
+// the URL.
+func (t *Tools) urlViolation(cand string) (string, bool) {
+	cand = strings.TrimRight(cand, ".,;:!?)]}'")
+	u, err := url.Parse(cand)
+	if err != nil {
+		return "cannot be parsed", true
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "" {
+		return "", false // no network destination (file:///...)
+	}
+	for i, d := range t.denyDomains {
+		if d.match(host) {
+			return fmt.Sprintf("host matches egress.deny_domains[%d]", i), true
+		}
+	}
+	if t.allowDomains == nil {
+		return "", false
+	}
+	for _, d := range t.allowDomains {
+		if d.match(host) {
+			return "", false
+		}
+	}
+	return "host is not in egress.allow_domains", true
+}

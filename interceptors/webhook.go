@@ -1,0 +1,165 @@
+package interceptors
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// webhookConfig is hooksproxy.webhook.
+type webhookConfig struct {
+	URL            string            `json:"url"`
+	Timeout        duration          `json:"timeout"`
+	HeadersFromEnv map[string]string `json:"headers_from_env"`
+	InputKey       string            `json:"input_key"`
+	VerdictPath    string            `json:"verdict_path"`
+}
+
+// DefaultWebhookTimeout bounds one webhook call unless configured.
+const DefaultWebhookTimeout = 5 * time.Second
+
+// MaxWebhookAnswer is the most a webhook answer may hold (1 MiB).
+const MaxWebhookAnswer = 1 << 20
+
+// Webhook is the hooksproxy.webhook interceptor: it POSTs the spec wire
+// context and reads a spec verdict back.
+type Webhook struct {
+	url         string
+	timeout     time.Duration
+	headers     http.Header
+	inputKey    string
+	verdictPath string
+	client      *http.Client
+}
+
+func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
+	var c webhookConfig
+	if err := decodeConfig(config, &c); err != nil {
+		return nil, err
+	}
+	env = env.withDefaults()
+	if c.URL == "" {
+		return nil, cfgErr(configRoot+".url", "required")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, cfgErr(configRoot+".url", "must be an absolute http or https URL")
+	}
+	if u.User != nil {
+		return nil, cfgErr(configRoot+".url", "must not carry credentials; use headers_from_env")
+	}
+	w := &Webhook{url: c.URL, timeout: time.Duration(c.Timeout), headers: http.Header{},
+		inputKey: c.InputKey, verdictPath: c.VerdictPath}
+	if w.timeout == 0 {
+		w.timeout = DefaultWebhookTimeout
+	}
+	for _, h := range sortedKeys(c.HeadersFromEnv) {
+		at := memberPath(configRoot+".headers_from_env", h)
+		if !validHeaderName(h) {
+			return nil, cfgErr(at, "invalid header name")
+		}
+		name := c.HeadersFromEnv[h]
+		if name == "" {
+			return nil, cfgErr(at, "must name an environment variable")
+		}
+		v := env.Getenv(name)
+		if v == "" {
+			return nil, cfgErr(at, "environment variable %s is not set", name)
+		}
+		w.headers.Set(h, v)
+	}
+	// Our own client: a redirect would re-send the context elsewhere, so the
+	// 3xx answer itself is returned (and refused as non-2xx).
+	cl := *env.HTTPClient
+	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	w.client = &cl
+	return w, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if isMemberChar(c) {
+			continue
+		}
+		switch c {
+		case '!', '#', '$', '%', '&', '\'', '*', '+', '.', '^', '`', '|', '~':
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// ErrWebhook marks webhook transport and protocol failures.
+var ErrWebhook = errors.New("webhook failed")
+
+// Intercept POSTs the context and parses the answer. Transport errors,
+// timeouts, non-2xx statuses, oversize or non-JSON answers and a missing
+// verdict are errors (interceptor_failed); an answer that is JSON but not
+// a valid verdict is the *points.VerdictError (verdict_invalid).
+func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
+	if err := ctxErr(ctx); err != nil {
+		return points.Verdict{}, err
+	}
+	body := c.Raw()
+	if w.inputKey != "" {
+		b := append([]byte{'{'}, encodeString(w.inputKey)...)
+		b = append(b, ':')
+		b = append(b, body...)
+		body = append(b, '}')
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(cctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return points.Verdict{}, fmt.Errorf("%w: building request: %w", ErrWebhook, err)
+	}
+	for k, v := range w.headers {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return points.Verdict{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookAnswer+1))
+	if err != nil {
+		return points.Verdict{}, fmt.Errorf("%w: reading answer: %w", ErrWebhook, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return points.Verdict{}, fmt.Errorf("%w: status %d", ErrWebhook, resp.StatusCode)
+	}
+	if len(data) > MaxWebhookAnswer {
+		return points.Verdict{}, fmt.Errorf("%w: answer exceeds %d bytes", ErrWebhook, MaxWebhookAnswer)
+	}
+	if !gjson.ValidBytes(data) {
+		return points.Verdict{}, fmt.Errorf("%w: answer is not JSON", ErrWebhook)
+	}
+	raw := data
+	if w.verdictPath != "" {
+		r := gjson.GetBytes(data, w.verdictPath)
+		if !r.Exists() {
+			return points.Verdict{}, fmt.Errorf("%w: answer has no verdict at verdict_path", ErrWebhook)
+		}
+		raw = []byte(r.Raw)
+	}
+	// ParseVerdict's error is the *points.VerdictError the emitter maps to
+	// verdict_invalid.
+	return points.ParseVerdict(raw)
+}

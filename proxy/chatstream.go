@@ -1,0 +1,1591 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+	"unsafe"
+
+	"github.com/hooksproxy/hooksproxy/sse"
+	"github.com/tidwall/gjson"
+)
+
+// Errors of chat stream buffering and assembly. The proxy fails closed on
+// every one of them. Use errors.Is: most are returned wrapped or as the
+// typed errors below.
+var (
+	// ErrBufferLimit means the upstream stream is larger than the byte
+	// limit the ChatStream was given.
+	ErrBufferLimit = errors.New("proxy: upstream stream exceeds the buffer limit")
+	// ErrMissingDone means the stream ended (or was cut inside an event)
+	// before "data: [DONE]".
+	ErrMissingDone = errors.New("proxy: upstream stream ended without data: [DONE]")
+	// ErrMalformedChunk is matched by every *ChunkError.
+	ErrMalformedChunk = errors.New("proxy: malformed chat completion chunk")
+	// ErrUpstreamStreamError is matched by every *UpstreamStreamError.
+	ErrUpstreamStreamError = errors.New("proxy: upstream reported an error inside the stream")
+	// ErrInvalidCompletion means RederiveChatStream was given something
+	// that is not a chat.completion it can re-emit.
+	ErrInvalidCompletion = errors.New("proxy: invalid chat.completion")
+)
+
+// ChunkError reports an event that is not a valid chat.completion.chunk:
+// not JSON, fields of the wrong type, duplicate keys, an id that changes
+// mid-stream, an unsupported tool call type, and the like.
+type ChunkError struct {
+	// Event is the zero-based index of the offending event in the stream.
+	Event int
+	// Reason says what is wrong; it never contains payload text.
+	Reason string
+}
+
+func (e *ChunkError) Error() string {
+	return fmt.Sprintf("proxy: malformed chat completion chunk (event %d): %s", e.Event, e.Reason)
+}
+
+// Unwrap lets errors.Is(err, ErrMalformedChunk) match.
+func (e *ChunkError) Unwrap() error { return ErrMalformedChunk }
+
+// UpstreamStreamError reports an error the upstream sent inside a 200
+// stream: an event of type "error", or a data object with a top-level
+// "error" key (even null, as openai-go treats it).
+type UpstreamStreamError struct {
+	// Event is the zero-based index of the error event.
+	Event int
+	// Type, Code and Message are error.type, error.code and error.message
+	// when the data had them.
+	Type, Code, Message string
+	// Data is a copy of the event's data, for a caller that wants to pass
+	// the upstream error on.
+	Data []byte
+}
+
+func (e *UpstreamStreamError) Error() string {
+	return fmt.Sprintf("proxy: upstream error event %d (type %q, code %q)", e.Event, e.Type, e.Code)
+}
+
+// Unwrap lets errors.Is(err, ErrUpstreamStreamError) match.
+func (e *UpstreamStreamError) Unwrap() error { return ErrUpstreamStreamError }
+
+// Bounds on what one stream may declare, so that a hostile upstream cannot
+// make the assembler allocate without limit (openai-go's accumulator uses
+// the same order of magnitude).
+const (
+	maxChatIndex = 1 << 10 // largest choice or tool call index
+	maxChatSlots = 1 << 10 // choices plus tool calls per stream
+)
+
+// ChatStream buffers an upstream Chat Completions stream and assembles it
+// into the equivalent non-streaming chat.completion, which is what the
+// post_model_call interception point inspects. After the verdict the
+// original events can be replayed ([ChatStream.WriteOriginal]) or a
+// transformed completion re-emitted as chunks ([RederiveChatStream]).
+//
+// Events are checked and accumulated as they arrive, so an upstream error
+// or a malformed chunk is reported at once. The data of every event is kept
+// in one contiguous buffer; a ChatStream can be Reset and reused (for
+// example from a sync.Pool) without giving that memory back.
+//
+// A ChatStream is not safe for concurrent use.
+type ChatStream struct {
+	limit  int64
+	size   int64
+	data   []byte // data of every stored event, back to back
+	events []storedEvent
+	done   bool
+	err    error
+	rd     *sse.Reader
+	acc    chatAcc
+}
+
+type storedEvent struct {
+	off, n    int
+	typ, id   string
+	retry     time.Duration
+	hasID     bool
+	hasRetry  bool
+	usageOnly bool // a chunk with usage and no choices (include_usage)
+}
+
+// NewChatStream returns an empty ChatStream that buffers at most limit raw
+// bytes of upstream events (comments and framing included). A non-positive
+// limit admits nothing, so a missing setting fails closed.
+func NewChatStream(limit int64) *ChatStream {
+	return &ChatStream{limit: limit}
+}
+
+// Reset empties s and sets a new limit, keeping allocated buffers.
+func (s *ChatStream) Reset(limit int64) {
+	s.limit = limit
+	s.size = 0
+	s.data = s.data[:0]
+	clear(s.events) // drop string references
+	s.events = s.events[:0]
+	s.done = false
+	s.err = nil
+	s.acc.reset()
+}
+
+// Done reports whether "data: [DONE]" has been seen.
+func (s *ChatStream) Done() bool { return s.done }
+
+// Err returns the first error that Add or ReadFrom reported, if any.
+func (s *ChatStream) Err() error { return s.err }
+
+// Len returns the number of buffered events, [DONE] included.
+func (s *ChatStream) Len() int { return len(s.events) }
+
+// Size returns the raw bytes accounted against the limit so far.
+func (s *ChatStream) Size() int64 { return s.size }
+
+func (s *ChatStream) fail(err error) error {
+	s.err = err
+	return err
+}
+
+// ReadFrom reads events from r until "data: [DONE]" and returns without
+// reading further; it does not wait for EOF, so the caller should close
+// (or drain) the body. It returns the raw bytes consumed and an error
+// matching ErrMissingDone if the stream ends first (io.ErrUnexpectedEOF is
+// also matched when it ended inside an event), ErrBufferLimit when the limit
+// is exceeded, or the error Add reported. ReadFrom may be called again after
+// a read error only if the error was not sticky in s (it always is today).
+func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if s.done {
+		return 0, nil
+	}
+	if s.rd == nil {
+		s.rd = sse.NewReader(r, 0)
+	} else {
+		s.rd.Reset(r)
+	}
+	var n int64
+	for {
+		// The reader's own limit stops one oversized event before it is
+		// fully buffered.
+		s.rd.SetMaxEventBytes(int(max(s.limit-s.size, 1)))
+		ev, err := s.rd.Next()
+		if err != nil {
+			switch {
+			case errors.Is(err, sse.ErrTooLarge):
+				err = fmt.Errorf("%w: %w", ErrBufferLimit, err)
+			case err == io.EOF:
+				err = ErrMissingDone
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				err = fmt.Errorf("%w: %w", ErrMissingDone, err)
+			default:
+				err = fmt.Errorf("proxy: reading upstream stream: %w", err)
+			}
+			return n, s.fail(err)
+		}
+		n += int64(len(ev.Raw))
+		if err := s.Add(ev); err != nil {
+			return n, err
+		}
+		if s.done {
+			return n, nil
+		}
+	}
+}
+
+// Add buffers one event (copying its bytes) and accumulates it. It returns
+// ErrBufferLimit if the event does not fit; an *UpstreamStreamError for an
+// error event; a *ChunkError for an event that is not a valid chunk or that
+// follows [DONE]. The offending event is kept (except over the limit), so
+// WriteOriginal can still pass an upstream error on. Errors are sticky.
+func (s *ChatStream) Add(ev sse.Event) error {
+	if s.err != nil {
+		return s.err
+	}
+	idx := len(s.events)
+	if s.done {
+		return s.fail(&ChunkError{Event: idx, Reason: "event after data: [DONE]"})
+	}
+	n := int64(len(ev.Raw))
+	if n == 0 {
+		n = int64(len(ev.Data)) // an event built by hand has no Raw
+	}
+	if s.size+n > s.limit {
+		return s.fail(fmt.Errorf("%w: %d bytes buffered, limit %d", ErrBufferLimit, s.size+n, s.limit))
+	}
+	s.size += n
+	off := len(s.data)
+	s.data = append(s.data, ev.Data...)
+	data := s.data[off:len(s.data):len(s.data)]
+	s.events = append(s.events, storedEvent{
+		off: off, n: len(ev.Data), typ: ev.Type, id: ev.ID, retry: ev.Retry,
+		hasID: ev.HasID, hasRetry: ev.HasRetry,
+	})
+	if ev.Type == "error" {
+		return s.fail(newUpstreamStreamError(idx, data))
+	}
+	if string(data) == "[DONE]" {
+		s.done = true
+		return nil
+	}
+	usageOnly, err := s.acc.addChunk(idx, data)
+	if err != nil {
+		return s.fail(err)
+	}
+	s.events[idx].usageOnly = usageOnly
+	return nil
+}
+
+func newUpstreamStreamError(idx int, data []byte) *UpstreamStreamError {
+	e := &UpstreamStreamError{Event: idx, Data: slices.Clone(data)}
+	if !gjson.ValidBytes(data) {
+		return e
+	}
+	obj := gjson.GetBytes(data, "error")
+	switch {
+	case obj.Type == gjson.String:
+		e.Message = obj.Str
+		return e
+	case !obj.IsObject():
+		// Responses-style {"type":"error","code","message"} or a bare object.
+		obj = gjson.ParseBytes(data)
+	}
+	e.Type = obj.Get("type").String()
+	e.Code = obj.Get("code").String()
+	e.Message = obj.Get("message").String()
+	return e
+}
+
+// ReplayOptions adjusts [ChatStream.Replay].
+type ReplayOptions struct {
+	// OmitUsageChunk drops chunks that carry usage and no choices. Set it
+	// when the proxy forced stream_options.include_usage for its own
+	// metrics but the client did not ask for usage: such a chunk has
+	// "choices":[] and breaks clients that index choices[0].
+	OmitUsageChunk bool
+}
+
+// WriteOriginal writes the buffered upstream events one for one, in
+// canonical SSE framing (LF line ends, one data line per line of data),
+// with the original data bytes. Comments are not replayed.
+func (s *ChatStream) WriteOriginal(w io.Writer) error {
+	return s.Replay(w, ReplayOptions{})
+}
+
+// Replay is WriteOriginal with options.
+func (s *ChatStream) Replay(w io.Writer, opts ReplayOptions) error {
+	sw := sse.NewWriter(w)
+	for _, e := range s.events {
+		if opts.OmitUsageChunk && e.usageOnly {
+			continue
+		}
+		err := sw.WriteEvent(sse.Event{
+			Type: e.typ, Data: s.data[e.off : e.off+e.n],
+			ID: e.id, HasID: e.hasID, Retry: e.retry, HasRetry: e.hasRetry,
+		})
+		if err != nil {
+			return fmt.Errorf("proxy: replaying stream: %w", err)
+		}
+	}
+	return nil
+}
+
+// Assemble returns the chat.completion equivalent to the stream:
+//
+//	{"id","object":"chat.completion","created","model",
+//	 "choices":[{"index","message":{"role","content","refusal",
+//	    <other delta fields>,"function_call"?,"tool_calls"?},
+//	  "logprobs","finish_reason"}],
+//	 "usage"?,"service_tier"?,"system_fingerprint"?}
+//
+// Choices and tool calls are merged by index and sorted by it; content,
+// refusal, tool call names and arguments are concatenated; content and
+// refusal are null when no delta carried them. Other string fields of a
+// delta (reasoning_content, for example) are concatenated too, arrays are
+// joined, and other values must not change across chunks; they appear after
+// refusal, strings first. finish_reason is the last non-null value. usage is
+// the last non-null usage (the include_usage chunk). obfuscation and other
+// top-level extras are dropped. The output is compact JSON.
+//
+// Assemble fails with the error that Add reported, ErrMissingDone before
+// [DONE], or a *ChunkError when no chunk preceded [DONE].
+func (s *ChatStream) Assemble() ([]byte, error) {
+	return s.AppendAssembled(nil)
+}
+
+// AppendAssembled is Assemble appending to dst.
+func (s *ChatStream) AppendAssembled(dst []byte) ([]byte, error) {
+	if s.err != nil {
+		return dst, s.err
+	}
+	if !s.done {
+		return dst, ErrMissingDone
+	}
+	if s.acc.chunks == 0 {
+		return dst, &ChunkError{Event: len(s.events) - 1, Reason: "no chunk before [DONE]"}
+	}
+	return s.acc.appendCompletion(dst), nil
+}
+
+// chatAcc accumulates chunks. Strings are kept in their escaped JSON form:
+// concatenating the insides of JSON string literals yields the literal of
+// the concatenated string, so nothing is decoded and re-encoded.
+type chatAcc struct {
+	chunks   int
+	deltas   int // sequence number of the delta being applied
+	id       []byte
+	model    []byte
+	created  []byte
+	tier     []byte // raw; nil when never present
+	fprint   []byte
+	usage    []byte
+	choices  []choiceAcc
+	slots    int
+	scratch  []byte
+	hasTier  bool
+	hasPrint bool
+}
+
+type choiceAcc struct {
+	index            int
+	role             []byte // raw JSON string
+	content, refusal []byte // escaped string contents
+	hasContent       bool
+	hasRefusal       bool
+	finish           []byte // raw JSON string; nil is null
+	lpContent        []byte // comma-joined raw array elements
+	lpRefusal        []byte
+	hasLP            bool
+	hasLPContent     bool
+	hasLPRefusal     bool
+	fn               toolAcc // legacy function_call
+	hasFn            bool
+	tools            []toolAcc
+	extras           []extraAcc
+}
+
+type toolAcc struct {
+	index      int
+	id, typ    []byte // raw JSON strings
+	name, args []byte // escaped string contents
+}
+
+// extraAcc is a delta field the assembler does not know by name.
+type extraAcc struct {
+	name   string
+	rawKey []byte
+	kind   gjson.Type // String, JSON (array) or other: decides the merge
+	array  bool
+	val    []byte
+	seq    int
+}
+
+func (a *chatAcc) reset() {
+	choices := a.choices[:0]
+	*a = chatAcc{choices: choices, scratch: a.scratch[:0]}
+}
+
+// bytesToString views b as a string without copying. Safe here because
+// the stored event data is never modified and no Result outlives the call
+// that parsed it: whatever is kept is copied.
+func bytesToString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// Key bits for duplicate-key detection: encoding/json (openai-go) keeps
+// the last duplicate and gjson the first, so a chunk with duplicate keys
+// could show the hook one thing and the client another.
+const (
+	ckID = 1 << iota
+	ckObject
+	ckCreated
+	ckModel
+	ckTier
+	ckFprint
+	ckUsage
+	ckChoices
+)
+
+func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
+	if !gjson.ValidBytes(data) {
+		return false, &ChunkError{Event: ev, Reason: "data is not JSON"}
+	}
+	root := gjson.Parse(bytesToString(data))
+	if !root.IsObject() {
+		return false, &ChunkError{Event: ev, Reason: "data is not a JSON object"}
+	}
+	// Like openai-go: any top-level "error" key, null included, ends the
+	// stream as an error.
+	if root.Get("error").Exists() {
+		return false, newUpstreamStreamError(ev, data)
+	}
+	bad := func(reason string) (bool, error) { return false, &ChunkError{Event: ev, Reason: reason} }
+	var seen int
+	var choices, usage gjson.Result
+	var reason string
+	root.ForEach(func(k, v gjson.Result) bool {
+		var bit int
+		switch k.Str {
+		case "id":
+			bit = ckID
+			if v.Type != gjson.String {
+				reason = "id is not a string"
+			} else if v.Str != "" {
+				// Azure sends a first chunk with an empty id; skip it.
+				if a.id == nil {
+					a.id = append(a.id[:0], v.Raw...)
+				} else if string(a.id) != v.Raw {
+					reason = "id changes mid-stream"
+				}
+			}
+		case "object":
+			bit = ckObject
+			if v.Type != gjson.String || (v.Str != "chat.completion.chunk" && v.Str != "") {
+				reason = "object is not chat.completion.chunk"
+			}
+		case "created":
+			bit = ckCreated
+			if v.Type != gjson.Number {
+				reason = "created is not a number"
+			} else if a.created == nil && v.Raw != "0" {
+				a.created = append(a.created, v.Raw...)
+			}
+		case "model":
+			bit = ckModel
+			if v.Type != gjson.String {
+				reason = "model is not a string"
+			} else if a.model == nil && v.Str != "" {
+				a.model = append(a.model, v.Raw...)
+			}
+		case "service_tier":
+			bit = ckTier
+			reason = a.keepLastNonNull(&a.tier, &a.hasTier, v, "service_tier")
+		case "system_fingerprint":
+			bit = ckFprint
+			reason = a.keepLastNonNull(&a.fprint, &a.hasPrint, v, "system_fingerprint")
+		case "usage":
+			bit = ckUsage
+			usage = v
+			if v.Type != gjson.Null && !v.IsObject() {
+				reason = "usage is not an object"
+			}
+		case "choices":
+			bit = ckChoices
+			choices = v
+			if v.Type != gjson.Null && !v.IsArray() {
+				reason = "choices is not an array"
+			}
+		}
+		if bit != 0 {
+			if seen&bit != 0 {
+				reason = "duplicate key " + k.Raw
+			}
+			seen |= bit
+		}
+		return reason == ""
+	})
+	if reason != "" {
+		return bad(reason)
+	}
+	if usage.IsObject() {
+		a.usage = appendCompact(a.usage[:0], usage.Raw)
+	}
+	nChoices := 0
+	if choices.IsArray() {
+		var err error
+		choices.ForEach(func(_, c gjson.Result) bool {
+			nChoices++
+			err = a.addChoice(ev, c)
+			return err == nil
+		})
+		if err != nil {
+			return false, err
+		}
+	}
+	a.chunks++
+	return nChoices == 0 && usage.IsObject(), nil
+}
+
+// keepLastNonNull records a string-or-null header field: the last string
+// wins, and null is kept only if nothing else came.
+func (a *chatAcc) keepLastNonNull(dst *[]byte, has *bool, v gjson.Result, name string) string {
+	switch v.Type {
+	case gjson.Null:
+		if !*has {
+			*dst = append((*dst)[:0], "null"...)
+			*has = true
+		}
+	case gjson.String:
+		*dst = append((*dst)[:0], v.Raw...)
+		*has = true
+	default:
+		return name + " is not a string"
+	}
+	return ""
+}
+
+// index parses a non-negative JSON integer index below maxChatIndex; a
+// negative one is reported as -1 so callers can decide.
+func jsonIndex(v gjson.Result) (int, bool) {
+	if v.Type != gjson.Number {
+		return 0, false
+	}
+	raw := v.Raw
+	neg := len(raw) > 0 && raw[0] == '-'
+	if neg {
+		raw = raw[1:]
+	}
+	if len(raw) == 0 || len(raw) > 7 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if neg {
+		return -1, true
+	}
+	if n > maxChatIndex {
+		return 0, false
+	}
+	return n, true
+}
+
+func (a *chatAcc) choice(i int) (*choiceAcc, bool) {
+	for k := range a.choices {
+		if a.choices[k].index == i {
+			return &a.choices[k], true
+		}
+	}
+	if a.slots >= maxChatSlots {
+		return nil, false
+	}
+	a.slots++
+	if len(a.choices) < cap(a.choices) {
+		// Reuse a pooled element's buffers.
+		a.choices = a.choices[:len(a.choices)+1]
+		c := &a.choices[len(a.choices)-1]
+		c.reset(i)
+		return c, true
+	}
+	a.choices = append(a.choices, choiceAcc{index: i})
+	return &a.choices[len(a.choices)-1], true
+}
+
+func (c *choiceAcc) reset(i int) {
+	tools := c.tools[:0]
+	extras := c.extras[:0]
+	*c = choiceAcc{
+		index: i, content: c.content[:0], refusal: c.refusal[:0],
+		lpContent: c.lpContent[:0], lpRefusal: c.lpRefusal[:0],
+		tools: tools, extras: extras,
+	}
+}
+
+func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
+	bad := func(reason string) error { return &ChunkError{Event: ev, Reason: reason} }
+	if !v.IsObject() {
+		return bad("choice is not an object")
+	}
+	const (
+		cIndex = 1 << iota
+		cDelta
+		cFinish
+		cLogprobs
+	)
+	var seen int
+	var idx, delta, finish, logprobs gjson.Result
+	var reason string
+	v.ForEach(func(k, v gjson.Result) bool {
+		var bit int
+		switch k.Str {
+		case "index":
+			bit, idx = cIndex, v
+		case "delta":
+			bit, delta = cDelta, v
+		case "finish_reason":
+			bit, finish = cFinish, v
+		case "logprobs":
+			bit, logprobs = cLogprobs, v
+		}
+		if bit != 0 && seen&bit != 0 {
+			reason = "duplicate key " + k.Raw
+		}
+		seen |= bit
+		return reason == ""
+	})
+	if reason != "" {
+		return bad(reason)
+	}
+	i := 0 // openai-go reads a missing index as 0
+	if idx.Exists() {
+		var ok bool
+		if i, ok = jsonIndex(idx); !ok || i < 0 {
+			return bad("choice index is not a small non-negative integer")
+		}
+	}
+	switch {
+	case delta.Exists() && delta.Type != gjson.Null && !delta.IsObject():
+		return bad("delta is not an object")
+	case finish.Exists() && finish.Type != gjson.Null && finish.Type != gjson.String:
+		return bad("finish_reason is not a string")
+	case logprobs.Exists() && logprobs.Type != gjson.Null && !logprobs.IsObject():
+		return bad("logprobs is not an object")
+	}
+	c, ok := a.choice(i)
+	if !ok {
+		return bad("too many choices and tool calls")
+	}
+	if finish.Type == gjson.String {
+		c.finish = append(c.finish[:0], finish.Raw...)
+	}
+	if logprobs.IsObject() {
+		if r := c.addLogprobs(logprobs); r != "" {
+			return bad(r)
+		}
+	}
+	if delta.IsObject() {
+		a.deltas++
+		if r := a.addDelta(c, delta); r != "" {
+			return bad(r)
+		}
+	}
+	return nil
+}
+
+func (c *choiceAcc) addLogprobs(v gjson.Result) string {
+	c.hasLP = true
+	var reason string
+	var seen int
+	v.ForEach(func(k, v gjson.Result) bool {
+		var dst *[]byte
+		var has *bool
+		var bit int
+		switch k.Str {
+		case "content":
+			dst, has, bit = &c.lpContent, &c.hasLPContent, 1
+		case "refusal":
+			dst, has, bit = &c.lpRefusal, &c.hasLPRefusal, 2
+		default:
+			return true
+		}
+		if seen&bit != 0 {
+			reason = "duplicate key " + k.Raw
+			return false
+		}
+		seen |= bit
+		switch {
+		case v.Type == gjson.Null:
+		case v.IsArray():
+			*has = true
+			*dst = appendArrayElems(*dst, v)
+		default:
+			reason = "logprobs." + k.Str + " is not an array"
+		}
+		return reason == ""
+	})
+	return reason
+}
+
+// appendArrayElems appends the compacted elements of array v to a
+// comma-joined list.
+func appendArrayElems(dst []byte, v gjson.Result) []byte {
+	v.ForEach(func(_, e gjson.Result) bool {
+		if len(dst) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendCompact(dst, e.Raw)
+		return true
+	})
+	return dst
+}
+
+const (
+	cdRole = 1 << iota
+	cdContent
+	cdRefusal
+	cdTools
+	cdFunction
+)
+
+func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
+	var seen int
+	var reason string
+	delta.ForEach(func(k, v gjson.Result) bool {
+		var bit int
+		switch k.Str {
+		case "role":
+			bit = cdRole
+			switch v.Type {
+			case gjson.String:
+				if c.role == nil && v.Str != "" {
+					c.role = append(c.role, v.Raw...)
+				}
+			case gjson.Null:
+			default:
+				reason = "delta.role is not a string"
+			}
+		case "content":
+			bit = cdContent
+			reason = appendStringDelta(&c.content, &c.hasContent, v, "delta.content")
+		case "refusal":
+			bit = cdRefusal
+			reason = appendStringDelta(&c.refusal, &c.hasRefusal, v, "delta.refusal")
+		case "tool_calls":
+			bit = cdTools
+			switch {
+			case v.Type == gjson.Null:
+			case v.IsArray():
+				v.ForEach(func(_, t gjson.Result) bool {
+					reason = a.addToolDelta(c, t)
+					return reason == ""
+				})
+			default:
+				reason = "delta.tool_calls is not an array"
+			}
+		case "function_call":
+			bit = cdFunction
+			switch {
+			case v.Type == gjson.Null:
+			case v.IsObject():
+				c.hasFn = true
+				reason = addFunctionDelta(&c.fn, v, "delta.function_call")
+			default:
+				reason = "delta.function_call is not an object"
+			}
+		default:
+			reason = a.addExtra(c, k, v)
+		}
+		if bit != 0 {
+			if seen&bit != 0 {
+				reason = "duplicate key " + k.Raw
+			}
+			seen |= bit
+		}
+		return reason == ""
+	})
+	return reason
+}
+
+func appendStringDelta(dst *[]byte, has *bool, v gjson.Result, name string) string {
+	switch v.Type {
+	case gjson.String:
+		*has = true
+		*dst = append(*dst, v.Raw[1:len(v.Raw)-1]...)
+	case gjson.Null:
+	default:
+		return name + " is not a string"
+	}
+	return ""
+}
+
+func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
+	if !t.IsObject() {
+		return "tool call delta is not an object"
+	}
+	const (
+		tIndex = 1 << iota
+		tID
+		tType
+		tFunction
+	)
+	var seen int
+	var idx, id, typ, fn gjson.Result
+	var reason string
+	t.ForEach(func(k, v gjson.Result) bool {
+		var bit int
+		switch k.Str {
+		case "index":
+			bit, idx = tIndex, v
+		case "id":
+			bit, id = tID, v
+		case "type":
+			bit, typ = tType, v
+		case "function":
+			bit, fn = tFunction, v
+		}
+		if bit != 0 && seen&bit != 0 {
+			reason = "duplicate key " + k.Raw
+		}
+		seen |= bit
+		return reason == ""
+	})
+	if reason != "" {
+		return reason
+	}
+	i := 0
+	if idx.Exists() {
+		var ok bool
+		if i, ok = jsonIndex(idx); !ok {
+			return "tool call index is not a small integer"
+		}
+		i = max(i, 0) // openai-go clamps -1, which some servers send
+	}
+	switch {
+	case id.Exists() && id.Type != gjson.Null && id.Type != gjson.String:
+		return "tool call id is not a string"
+	case typ.Exists() && typ.Type != gjson.Null && typ.Type != gjson.String:
+		return "tool call type is not a string"
+	case typ.Type == gjson.String && typ.Str != "" && typ.Str != "function":
+		return "unsupported tool call type"
+	case fn.Exists() && fn.Type != gjson.Null && !fn.IsObject():
+		return "tool call function is not an object"
+	}
+	tc := c.tool(i)
+	if tc == nil {
+		if a.slots >= maxChatSlots {
+			return "too many choices and tool calls"
+		}
+		a.slots++
+		c.tools = append(c.tools, toolAcc{index: i})
+		tc = &c.tools[len(c.tools)-1]
+	}
+	if id.Type == gjson.String && id.Str != "" {
+		tc.id = append(tc.id[:0], id.Raw...)
+	}
+	if typ.Type == gjson.String && typ.Str != "" {
+		tc.typ = append(tc.typ[:0], typ.Raw...)
+	}
+	if fn.IsObject() {
+		return addFunctionDelta(tc, fn, "tool call function")
+	}
+	return ""
+}
+
+func (c *choiceAcc) tool(i int) *toolAcc {
+	for k := range c.tools {
+		if c.tools[k].index == i {
+			return &c.tools[k]
+		}
+	}
+	return nil
+}
+
+// addFunctionDelta merges {"name","arguments"} fragments; names are
+// concatenated like arguments, as openai-go does.
+func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string) string {
+	var seen int
+	var reason string
+	fn.ForEach(func(k, v gjson.Result) bool {
+		var dst *[]byte
+		var bit int
+		switch k.Str {
+		case "name":
+			dst, bit = &tc.name, 1
+		case "arguments":
+			dst, bit = &tc.args, 2
+		default:
+			return true
+		}
+		if seen&bit != 0 {
+			reason = "duplicate key " + k.Raw
+			return false
+		}
+		seen |= bit
+		var ignored bool
+		reason = appendStringDelta(dst, &ignored, v, what+"."+k.Str)
+		return reason == ""
+	})
+	return reason
+}
+
+// addExtra merges a delta field that has no dedicated handling, so that
+// the hook sees everything the client will: strings are concatenated
+// (reasoning_content and the like), arrays joined, and any other value must
+// stay the same, because a client would only keep one of them.
+func (a *chatAcc) addExtra(c *choiceAcc, k, v gjson.Result) string {
+	if v.Type == gjson.Null {
+		return ""
+	}
+	var x *extraAcc
+	for i := range c.extras {
+		if c.extras[i].name == k.Str {
+			x = &c.extras[i]
+			break
+		}
+	}
+	isArray := v.IsArray()
+	if x == nil {
+		c.extras = append(c.extras, extraAcc{
+			name: k.Str, rawKey: []byte(k.Raw), kind: v.Type, array: isArray, seq: a.deltas,
+		})
+		x = &c.extras[len(c.extras)-1]
+		switch {
+		case v.Type == gjson.String:
+			x.val = append(x.val, v.Raw[1:len(v.Raw)-1]...)
+		case isArray:
+			x.val = appendArrayElems(x.val, v)
+		default:
+			x.val = appendCompact(x.val, v.Raw)
+		}
+		return ""
+	}
+	if x.seq == a.deltas {
+		return "duplicate key " + k.Raw
+	}
+	x.seq = a.deltas
+	if x.kind != v.Type || x.array != isArray {
+		return "delta field " + k.Raw + " changes type"
+	}
+	switch {
+	case v.Type == gjson.String:
+		x.val = append(x.val, v.Raw[1:len(v.Raw)-1]...)
+	case isArray:
+		x.val = appendArrayElems(x.val, v)
+	default:
+		a.scratch = appendCompact(a.scratch[:0], v.Raw)
+		if string(a.scratch) != string(x.val) {
+			return "delta field " + k.Raw + " changes value"
+		}
+	}
+	return ""
+}
+
+// appendCompletion writes the assembled chat.completion.
+func (a *chatAcc) appendCompletion(dst []byte) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendOr(dst, a.id, `""`)
+	dst = append(dst, `,"object":"chat.completion","created":`...)
+	dst = appendOr(dst, a.created, `0`)
+	dst = append(dst, `,"model":`...)
+	dst = appendOr(dst, a.model, `""`)
+	dst = append(dst, `,"choices":[`...)
+	slices.SortStableFunc(a.choices, func(x, y choiceAcc) int { return x.index - y.index })
+	for i := range a.choices {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = a.choices[i].appendChoice(dst)
+	}
+	dst = append(dst, ']')
+	if a.usage != nil {
+		dst = append(dst, `,"usage":`...)
+		dst = append(dst, a.usage...)
+	}
+	if a.hasTier {
+		dst = append(dst, `,"service_tier":`...)
+		dst = append(dst, a.tier...)
+	}
+	if a.hasPrint {
+		dst = append(dst, `,"system_fingerprint":`...)
+		dst = append(dst, a.fprint...)
+	}
+	return append(dst, '}')
+}
+
+func appendOr(dst, v []byte, def string) []byte {
+	if v == nil {
+		return append(dst, def...)
+	}
+	return append(dst, v...)
+}
+
+func appendStringOrNull(dst, escaped []byte, has bool) []byte {
+	if !has {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '"')
+	dst = append(dst, escaped...)
+	return append(dst, '"')
+}
+
+func (c *choiceAcc) appendChoice(dst []byte) []byte {
+	dst = append(dst, `{"index":`...)
+	dst = appendIndex(dst, c.index)
+	dst = append(dst, `,"message":{"role":`...)
+	dst = appendOr(dst, c.role, `"assistant"`)
+	dst = append(dst, `,"content":`...)
+	dst = appendStringOrNull(dst, c.content, c.hasContent)
+	dst = append(dst, `,"refusal":`...)
+	dst = appendStringOrNull(dst, c.refusal, c.hasRefusal)
+	// Strings first, then other values: the order RederiveChatStream emits
+	// them in, so that assembly is stable under a round trip.
+	for _, strings := range [2]bool{true, false} {
+		for i := range c.extras {
+			x := &c.extras[i]
+			if (x.kind == gjson.String) != strings {
+				continue
+			}
+			dst = append(dst, ',')
+			dst = append(dst, x.rawKey...)
+			dst = append(dst, ':')
+			switch {
+			case x.kind == gjson.String:
+				dst = appendStringOrNull(dst, x.val, true)
+			case x.array:
+				dst = append(dst, '[')
+				dst = append(dst, x.val...)
+				dst = append(dst, ']')
+			default:
+				dst = append(dst, x.val...)
+			}
+		}
+	}
+	if c.hasFn {
+		dst = append(dst, `,"function_call":{"name":"`...)
+		dst = append(dst, c.fn.name...)
+		dst = append(dst, `","arguments":"`...)
+		dst = append(dst, c.fn.args...)
+		dst = append(dst, `"}`...)
+	}
+	if len(c.tools) > 0 {
+		slices.SortStableFunc(c.tools, func(x, y toolAcc) int { return x.index - y.index })
+		dst = append(dst, `,"tool_calls":[`...)
+		for i := range c.tools {
+			t := &c.tools[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = appendOr(dst, t.id, `""`)
+			dst = append(dst, `,"type":`...)
+			dst = appendOr(dst, t.typ, `"function"`)
+			dst = append(dst, `,"function":{"name":"`...)
+			dst = append(dst, t.name...)
+			dst = append(dst, `","arguments":"`...)
+			dst = append(dst, t.args...)
+			dst = append(dst, `"}}`...)
+		}
+		dst = append(dst, ']')
+	}
+	dst = append(dst, `},"logprobs":`...)
+	if c.hasLP {
+		dst = append(dst, `{"content":`...)
+		dst = appendArrayOrNull(dst, c.lpContent, c.hasLPContent)
+		dst = append(dst, `,"refusal":`...)
+		dst = appendArrayOrNull(dst, c.lpRefusal, c.hasLPRefusal)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	dst = appendOr(dst, c.finish, "null")
+	return append(dst, '}')
+}
+
+func appendArrayOrNull(dst, elems []byte, has bool) []byte {
+	if !has {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '[')
+	dst = append(dst, elems...)
+	return append(dst, ']')
+}
+
+func appendIndex(dst []byte, n int) []byte {
+	var b [20]byte
+	i := len(b)
+	if n == 0 {
+		return append(dst, '0')
+	}
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return append(dst, b[i:]...)
+}
+
+// appendCompact appends valid JSON raw without insignificant whitespace, so
+// values copied from multi-line or pretty-printed input stay on one line.
+func appendCompact(dst []byte, raw string) []byte {
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case '"':
+			// Copy the whole string literal; escapes cannot end it early.
+			j := i + 1
+			for j < len(raw) && raw[j] != '"' {
+				if raw[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j+1, len(raw))
+			dst = append(dst, raw[i:j]...)
+			i = j - 1
+			continue
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// DefaultPieceBytes is the default size bound of one re-emitted content or
+// arguments fragment, in escaped JSON bytes. It keeps every SSE line far
+// below the 64 KiB line limit of langchaingo's scanner.
+const DefaultPieceBytes = 4096
+
+// RederiveOptions adjusts [RederiveChatStream].
+type RederiveOptions struct {
+	// IncludeUsage emits the usage chunk ("choices":[] plus usage) and
+	// "usage":null on every other chunk, as OpenAI does when the client
+	// sent stream_options.include_usage. Leave it false otherwise: clients
+	// that did not ask may index choices[0] of every chunk.
+	IncludeUsage bool
+	// MaxPieceBytes bounds one content, refusal, string field or arguments
+	// fragment in escaped JSON bytes; 0 means DefaultPieceBytes. Fragments
+	// never split a UTF-8 sequence or an escape.
+	MaxPieceBytes int
+}
+
+// RederiveChatStream writes completion, a chat.completion such as Assemble
+// returns (possibly transformed), as a Chat Completions stream shaped like
+// OpenAI's, in canonical SSE framing. For each choice, in order:
+//
+//  1. a chunk with delta {"role","content":"" (null when the content is
+//     null),"refusal":"" or null} and the choice's logprobs;
+//  2. other string fields of the message (reasoning_content, ...) in
+//     pieces, then content pieces, then refusal pieces;
+//  3. other non-null message fields, each in one chunk;
+//  4. function_call (legacy): name with empty arguments, then arguments
+//     pieces;
+//  5. each tool call k, in order: {"index":k,"id","type":"function",
+//     "function":{"name","arguments":""}}, then chunks carrying only index
+//     and an arguments piece (no type, so langchaingo's merge by
+//     type == "" appends them to the right call);
+//  6. a chunk with delta {} and the finish_reason, if it is not null.
+//
+// Then the usage chunk if opts.IncludeUsage and the completion has usage,
+// then "data: [DONE]". Every chunk has the completion's id, created, model
+// (and service_tier and system_fingerprint when present), object
+// "chat.completion.chunk", compact JSON on one data line, and never a
+// top-level "error" key. Each event reaches w in its own Write call.
+//
+// A completion that is not a JSON object with a choices array, or whose
+// fields have the wrong types, returns an error matching
+// ErrInvalidCompletion before anything is written.
+func RederiveChatStream(w io.Writer, completion []byte, opts RederiveOptions) error {
+	if !gjson.ValidBytes(completion) {
+		return fmt.Errorf("%w: not JSON", ErrInvalidCompletion)
+	}
+	root := gjson.Parse(bytesToString(completion))
+	if err := checkCompletion(root); err != nil {
+		return err
+	}
+	r := rederiver{sw: sse.NewWriter(w), opts: opts}
+	if r.opts.MaxPieceBytes <= 0 {
+		r.opts.MaxPieceBytes = DefaultPieceBytes
+	}
+	r.prefix = append(r.prefix, `{"id":`...)
+	r.prefix = appendRawOr(r.prefix, root.Get("id"), `""`)
+	r.prefix = append(r.prefix, `,"object":"chat.completion.chunk","created":`...)
+	r.prefix = appendRawOr(r.prefix, root.Get("created"), `0`)
+	r.prefix = append(r.prefix, `,"model":`...)
+	r.prefix = appendRawOr(r.prefix, root.Get("model"), `""`)
+	for _, k := range [...]string{"service_tier", "system_fingerprint"} {
+		if v := root.Get(k); v.Exists() {
+			r.prefix = append(r.prefix, `,"`...)
+			r.prefix = append(r.prefix, k...)
+			r.prefix = append(r.prefix, `":`...)
+			r.prefix = append(r.prefix, v.Raw...)
+		}
+	}
+	r.prefix = append(r.prefix, `,"choices":[`...)
+
+	var err error
+	pos := 0
+	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
+		err = r.choice(c, pos)
+		pos++
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if usage := root.Get("usage"); opts.IncludeUsage && usage.IsObject() {
+		r.buf = append(r.buf[:0], r.prefix...)
+		r.buf = append(r.buf, `],"usage":`...)
+		r.buf = appendCompact(r.buf, usage.Raw)
+		r.buf = append(r.buf, '}')
+		if err := r.sw.WriteEvent(sse.Event{Data: r.buf}); err != nil {
+			return fmt.Errorf("proxy: re-deriving stream: %w", err)
+		}
+	}
+	if err := r.sw.WriteEvent(sse.Event{Data: []byte("[DONE]")}); err != nil {
+		return fmt.Errorf("proxy: re-deriving stream: %w", err)
+	}
+	return nil
+}
+
+func appendRawOr(dst []byte, v gjson.Result, def string) []byte {
+	if !v.Exists() {
+		return append(dst, def...)
+	}
+	return appendCompact(dst, v.Raw)
+}
+
+// checkCompletion validates the shape RederiveChatStream relies on, so that
+// a bad completion fails before any byte is written.
+func checkCompletion(root gjson.Result) error {
+	bad := func(reason string) error { return fmt.Errorf("%w: %s", ErrInvalidCompletion, reason) }
+	if !root.IsObject() {
+		return bad("not a JSON object")
+	}
+	type want struct {
+		path  string
+		types []gjson.Type
+	}
+	str, num := gjson.String, gjson.Number
+	for _, f := range []want{
+		{"id", []gjson.Type{str}}, {"created", []gjson.Type{num}}, {"model", []gjson.Type{str}},
+		{"service_tier", []gjson.Type{str, gjson.Null}}, {"system_fingerprint", []gjson.Type{str, gjson.Null}},
+	} {
+		if v := root.Get(f.path); v.Exists() && !slices.Contains(f.types, v.Type) {
+			return bad(f.path + " has the wrong type")
+		}
+	}
+	if u := root.Get("usage"); u.Exists() && u.Type != gjson.Null && !u.IsObject() {
+		return bad("usage is not an object")
+	}
+	choices := root.Get("choices")
+	if !choices.IsArray() {
+		return bad("choices is not an array")
+	}
+	var err error
+	seen := map[int]bool{}
+	pos := 0
+	choices.ForEach(func(_, c gjson.Result) bool {
+		err = checkChoice(c, pos, seen)
+		pos++
+		return err == nil
+	})
+	if err != nil {
+		return bad(err.Error())
+	}
+	return nil
+}
+
+func checkChoice(c gjson.Result, pos int, seen map[int]bool) error {
+	if !c.IsObject() {
+		return errors.New("choice is not an object")
+	}
+	i := pos
+	if v := c.Get("index"); v.Exists() {
+		var ok bool
+		if i, ok = jsonIndex(v); !ok || i < 0 {
+			return errors.New("choice index is not a small non-negative integer")
+		}
+	}
+	if seen[i] {
+		return errors.New("duplicate choice index")
+	}
+	seen[i] = true
+	if v := c.Get("finish_reason"); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
+		return errors.New("finish_reason is not a string")
+	}
+	if v := c.Get("logprobs"); v.Exists() && v.Type != gjson.Null && !v.IsObject() {
+		return errors.New("logprobs is not an object")
+	}
+	m := c.Get("message")
+	if m.Exists() && m.Type != gjson.Null && !m.IsObject() {
+		return errors.New("message is not an object")
+	}
+	for _, k := range [...]string{"role", "content", "refusal"} {
+		if v := m.Get(k); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
+			return errors.New("message." + k + " is not a string")
+		}
+	}
+	if fc := m.Get("function_call"); fc.Exists() && fc.Type != gjson.Null {
+		if err := checkFunction(fc, "message.function_call"); err != nil {
+			return err
+		}
+	}
+	tcs := m.Get("tool_calls")
+	if tcs.Exists() && tcs.Type != gjson.Null && !tcs.IsArray() {
+		return errors.New("message.tool_calls is not an array")
+	}
+	var err error
+	tcs.ForEach(func(_, t gjson.Result) bool {
+		switch {
+		case !t.IsObject():
+			err = errors.New("tool call is not an object")
+		case t.Get("id").Exists() && t.Get("id").Type != gjson.String:
+			err = errors.New("tool call id is not a string")
+		case t.Get("type").Exists() && t.Get("type").Str != "function":
+			err = errors.New("unsupported tool call type")
+		default:
+			err = checkFunction(t.Get("function"), "tool call function")
+		}
+		return err == nil
+	})
+	return err
+}
+
+func checkFunction(fn gjson.Result, what string) error {
+	if fn.Exists() && !fn.IsObject() {
+		return errors.New(what + " is not an object")
+	}
+	for _, k := range [...]string{"name", "arguments"} {
+		if v := fn.Get(k); v.Exists() && v.Type != gjson.String {
+			return errors.New(what + "." + k + " is not a string")
+		}
+	}
+	return nil
+}
+
+type rederiver struct {
+	sw      *sse.Writer
+	opts    RederiveOptions
+	prefix  []byte // chunk JSON up to and including `"choices":[`
+	buf     []byte
+	choice0 []byte // `{"index":N,"delta":`
+}
+
+// emit writes one chunk whose delta is built by fill.
+func (r *rederiver) emit(delta func([]byte) []byte, logprobs string, finish string) error {
+	r.buf = append(r.buf[:0], r.prefix...)
+	r.buf = append(r.buf, r.choice0...)
+	r.buf = delta(r.buf)
+	r.buf = append(r.buf, `,"logprobs":`...)
+	r.buf = appendCompact(r.buf, logprobs)
+	r.buf = append(r.buf, `,"finish_reason":`...)
+	r.buf = append(r.buf, finish...)
+	r.buf = append(r.buf, `}]`...)
+	if r.opts.IncludeUsage {
+		r.buf = append(r.buf, `,"usage":null`...)
+	}
+	r.buf = append(r.buf, '}')
+	if err := r.sw.WriteEvent(sse.Event{Data: r.buf}); err != nil {
+		return fmt.Errorf("proxy: re-deriving stream: %w", err)
+	}
+	return nil
+}
+
+// pieces calls fn with consecutive fragments of the escaped string contents
+// s, each at most max bytes unless a single character is longer. It never
+// splits a UTF-8 sequence, an escape, or a surrogate pair of \u escapes.
+func eachPiece(s string, maxBytes int, fn func(string) error) error {
+	for len(s) > 0 {
+		n := 0
+		for n < len(s) {
+			t := escapedTokenLen(s[n:])
+			if n > 0 && n+t > maxBytes {
+				break
+			}
+			n += t
+		}
+		if err := fn(s[:n]); err != nil {
+			return err
+		}
+		s = s[n:]
+	}
+	return nil
+}
+
+// tokenLen is the length of the indivisible unit at the start of the
+// escaped JSON string contents s.
+func escapedTokenLen(s string) int {
+	c := s[0]
+	switch {
+	case c == '\\':
+		if len(s) >= 6 && s[1] == 'u' {
+			if isHighSurrogate(s[2:6]) && len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
+				return 12
+			}
+			return 6
+		}
+		return min(2, len(s))
+	case c < 0x80:
+		return 1
+	case c >= 0xF0:
+		return min(4, len(s))
+	case c >= 0xE0:
+		return min(3, len(s))
+	case c >= 0xC0:
+		return min(2, len(s))
+	}
+	return 1
+}
+
+func isHighSurrogate(hex string) bool {
+	return (hex[0] == 'd' || hex[0] == 'D') && len(hex) == 4 &&
+		(hex[1] == '8' || hex[1] == '9' || hex[1] == 'a' || hex[1] == 'A' || hex[1] == 'b' || hex[1] == 'B')
+}
+
+func stringContents(v gjson.Result) string { return v.Raw[1 : len(v.Raw)-1] }
+
+func (r *rederiver) choice(c gjson.Result, pos int) error {
+	i := pos
+	if v := c.Get("index"); v.Exists() {
+		i, _ = jsonIndex(v)
+	}
+	r.choice0 = append(r.choice0[:0], `{"index":`...)
+	r.choice0 = appendIndex(r.choice0, i)
+	r.choice0 = append(r.choice0, `,"delta":`...)
+	m := c.Get("message")
+	role, content, refusal := m.Get("role"), m.Get("content"), m.Get("refusal")
+
+	logprobs := "null"
+	if lp := c.Get("logprobs"); lp.IsObject() {
+		logprobs = lp.Raw
+	}
+	err := r.emit(func(b []byte) []byte {
+		b = append(b, `{"role":`...)
+		if role.Type == gjson.String {
+			b = append(b, role.Raw...)
+		} else {
+			b = append(b, `"assistant"`...)
+		}
+		b = append(b, `,"content":`...)
+		b = append(b, emptyOrNull(content)...)
+		b = append(b, `,"refusal":`...)
+		b = append(b, emptyOrNull(refusal)...)
+		return append(b, '}')
+	}, logprobs, "null")
+	if err != nil {
+		return err
+	}
+
+	// Other string fields of the message, then content and refusal.
+	var extras []gjson.Result // keys and values, in pairs
+	m.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "role", "content", "refusal", "tool_calls", "function_call":
+		default:
+			if v.Type != gjson.Null {
+				extras = append(extras, k, v)
+			}
+		}
+		return true
+	})
+	for j := 0; j < len(extras); j += 2 {
+		if extras[j+1].Type == gjson.String {
+			if err := r.stringPieces(extras[j].Raw, extras[j+1], true); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.stringPieces(`"content"`, content, false); err != nil {
+		return err
+	}
+	if err := r.stringPieces(`"refusal"`, refusal, false); err != nil {
+		return err
+	}
+	for j := 0; j < len(extras); j += 2 {
+		if k, v := extras[j], extras[j+1]; v.Type != gjson.String {
+			err := r.emit(func(b []byte) []byte {
+				b = append(b, '{')
+				b = append(b, k.Raw...)
+				b = append(b, ':')
+				b = appendCompact(b, v.Raw)
+				return append(b, '}')
+			}, "null", "null")
+			if err != nil {
+				return err
+			}
+		}
+	}
+
+	if fc := m.Get("function_call"); fc.IsObject() {
+		name, args := fc.Get("name"), fc.Get("arguments")
+		err := r.emit(func(b []byte) []byte {
+			b = append(b, `{"function_call":{"name":`...)
+			b = appendRawOr(b, name, `""`)
+			return append(b, `,"arguments":""}}`...)
+		}, "null", "null")
+		if err != nil {
+			return err
+		}
+		if args.Type == gjson.String {
+			err := eachPiece(stringContents(args), r.opts.MaxPieceBytes, func(p string) error {
+				return r.emit(func(b []byte) []byte {
+					b = append(b, `{"function_call":{"arguments":"`...)
+					b = append(b, p...)
+					return append(b, `"}}`...)
+				}, "null", "null")
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+
+	k := 0
+	m.Get("tool_calls").ForEach(func(_, t gjson.Result) bool {
+		err = r.toolCall(k, t)
+		k++
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+
+	if fr := c.Get("finish_reason"); fr.Type == gjson.String {
+		return r.emit(func(b []byte) []byte { return append(b, `{}`...) }, "null", fr.Raw)
+	}
+	return nil
+}
+
+// emptyOrNull gives the role chunk's placeholder: "" for a string field,
+// null otherwise, as OpenAI sends content "" for text and null for tools.
+func emptyOrNull(v gjson.Result) string {
+	if v.Type == gjson.String {
+		return `""`
+	}
+	return "null"
+}
+
+// stringPieces emits the escaped contents of string v under rawKey in
+// pieces. An empty string is emitted only when always is set: the role
+// chunk already carries "" for content and refusal.
+func (r *rederiver) stringPieces(rawKey string, v gjson.Result, always bool) error {
+	if v.Type != gjson.String || (len(v.Raw) == 2 && !always) {
+		return nil
+	}
+	emitPiece := func(p string) error {
+		return r.emit(func(b []byte) []byte {
+			b = append(b, '{')
+			b = append(b, rawKey...)
+			b = append(b, `:"`...)
+			b = append(b, p...)
+			return append(b, `"}`...)
+		}, "null", "null")
+	}
+	if len(v.Raw) == 2 {
+		return emitPiece("")
+	}
+	return eachPiece(stringContents(v), r.opts.MaxPieceBytes, emitPiece)
+}
+
+func (r *rederiver) toolCall(k int, t gjson.Result) error {
+	fn := t.Get("function")
+	id, name, args := t.Get("id"), fn.Get("name"), fn.Get("arguments")
+	err := r.emit(func(b []byte) []byte {
+		b = append(b, `{"tool_calls":[{"index":`...)
+		b = appendIndex(b, k)
+		if id.Type == gjson.String {
+			b = append(b, `,"id":`...)
+			b = append(b, id.Raw...)
+		}
+		b = append(b, `,"type":"function","function":{"name":`...)
+		b = appendRawOr(b, name, `""`)
+		return append(b, `,"arguments":""}}]}`...)
+	}, "null", "null")
+	if err != nil || args.Type != gjson.String {
+		return err
+	}
+	return eachPiece(stringContents(args), r.opts.MaxPieceBytes, func(p string) error {
+		return r.emit(func(b []byte) []byte {
+			b = append(b, `{"tool_calls":[{"index":`...)
+			b = appendIndex(b, k)
+			b = append(b, `,"function":{"arguments":"`...)
+			b = append(b, p...)
+			return append(b, `"}}]}`...)
+		}, "null", "null")
+	})
+}

@@ -1,0 +1,50 @@
+package proxy
+
+import (
+	"bytes"
+	"bufio"
+	"io"
+	"net/http"
+)
+
+// heldStream is an upstream SSE response held whole until its verdicts pass.
+type heldStream struct {
+	cs *ChatStream
+}
+
+// holdStream reads the upstream stream to [DONE] within the buffer limit
+// and assembles it; any failure fails closed before a byte is released.
+func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
+	cs := NewChatStream(s.opts.MaxBufferedResponseBytes)
+	if _, err := cs.ReadFrom(body); err != nil {
+		return nil, nil, err
+	}
+	completion, err := cs.Assemble()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &heldStream{cs: cs}, completion, nil
+}
+
+// replay releases the upstream events one for one.
+func (h *heldStream) replay(w http.ResponseWriter) error {
+	bw := bufio.NewWriterSize(w, 32<<10)
+	if err := h.cs.WriteOriginal(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
+}
+
+// render derives the SSE events of the verdicted completion into memory,
+// so a failure is known before any byte is released.
+func (h *heldStream) render(completion []byte, includeUsage bool) ([]byte, error) {
+	var b bytes.Buffer
+	b.Grow(len(completion) + len(completion)/2)
+	if err := RederiveChatStream(&b, completion, RederiveOptions{IncludeUsage: includeUsage}); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
