@@ -1,8 +1,3 @@
-// Package config loads hooksproxy's configuration: the YAML config file
-// (strict, every problem reported at once with its path and line) and the
-// AGENT-HOOKS host declaration document (agent-hooks-declaration/1.0) that
-// its hooks block holds, which loads and refuses exactly as the spec's
-// eleven-step pipeline says.
 package config
 
 import (
@@ -230,7 +225,10 @@ func (p *parser) add(line int, path, format string, args ...any) {
 	p.probs = append(p.probs, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var (
+	yamlLineRE       = regexp.MustCompile(`line (\d+)`)
+	yamlLinePrefixRE = regexp.MustCompile(`^line \d+: `)
+)
 
 // decodeYAML parses one YAML document; a panic in the parser is a problem,
 // never a crash.
@@ -269,7 +267,9 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}
-		p.add(line, "", "%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = yamlLinePrefixRE.ReplaceAllString(msg, "")
+		p.add(line, "", "%s", msg)
 		return nil
 	}
 	root := doc
@@ -281,6 +281,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		}
 	}
 	cfg := &Config{
+		Source:   p.file,
 		Listen:   DefaultListen,
 		Upstream: Upstream{Timeout: DefaultUpstreamTimeout},
 		Agent:    Agent{Framework: DefaultFramework},
@@ -437,7 +438,9 @@ func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yam
 	}
 }
 
-var secretKeyRE = regexp.MustCompile(`(?i)(api_?key|password|passwd|secret|token|private_?key|credential|bearer|authorization)`)
+// secretKeyRE matches keys that name a secret value (api_key, admin_token,
+// password, ...), not ones that merely mention one (max_tokens).
+var secretKeyRE = regexp.MustCompile(`(?i)^(.*[_-])?(api_?key|key|password|passwd|secret|token|private_?key|credentials?|bearer|authorization)$`)
 
 // unknown reports an unknown key, with a pointed message for keys that look
 // like inline secrets.
@@ -735,14 +738,7 @@ func (p *parser) passthrough(n *yaml.Node, path string) []string {
 			p.add(line, ip, "must be a clean absolute path, optionally ending in * for a prefix")
 			continue
 		}
-		covered := ""
-		for _, m := range append(slicesOf(mediatedPaths), "/agent-hooks/", "/healthz", "/readyz") {
-			if s == m || (wildcard && strings.HasPrefix(m, prefix)) || strings.HasPrefix(s, "/agent-hooks/") {
-				covered = m
-				break
-			}
-		}
-		if covered != "" {
+		if covered := bypassed(s, prefix, wildcard); covered != "" {
 			p.add(line, ip, "would bypass mediation or the host API (%s); it cannot be passed through", covered)
 			continue
 		}
@@ -751,7 +747,22 @@ func (p *parser) passthrough(n *yaml.Node, path string) []string {
 	return out
 }
 
-func slicesOf(s []string) []string { return append([]string(nil), s...) }
+// protectedPaths are served or mediated by the proxy itself.
+var protectedPaths = append(append([]string{}, mediatedPaths...), "/agent-hooks", "/healthz", "/readyz")
+
+// bypassed returns the protected path a passthrough entry would cover. It
+// compares case-insensitively and ignores a trailing slash, since an
+// upstream may normalize either.
+func bypassed(s, prefix string, wildcard bool) string {
+	ls := strings.TrimSuffix(strings.ToLower(s), "/")
+	lp := strings.ToLower(prefix)
+	for _, m := range protectedPaths {
+		if ls == m || strings.HasPrefix(ls, m+"/") || (wildcard && strings.HasPrefix(m+"/", lp)) {
+			return m
+		}
+	}
+	return ""
+}
 
 // components reads a resolvers/redactors/identity_providers map.
 func (p *parser) components(n *yaml.Node, path string, provider bool) map[string]Component {
@@ -840,8 +851,8 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 		d, err := LoadDeclarationFile(file, reg)
 		if err != nil {
 			p.declProblems(err, func(pointer string) loc {
-				return loc{line: rn.Line, path: "hooks" + pointer}
-			}, file+": ")
+				return loc{line: rn.Line, path: pointerPath("hooks", pointer)}
+			}, rn.Value+": ")
 			return nil
 		}
 		return d
@@ -862,6 +873,20 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 		return nil
 	}
 	return d
+}
+
+// pointerPath appends a JSON pointer to a config path in config-path form.
+func pointerPath(base, pointer string) string {
+	path := base
+	for _, seg := range strings.Split(pointer, "/")[1:] {
+		seg = unescapePointer(seg)
+		if _, err := strconv.Atoi(seg); err == nil {
+			path += "[" + seg + "]"
+		} else {
+			path = joinPath(path, seg)
+		}
+	}
+	return path
 }
 
 // declProblems turns a refusal into one problem per finding.

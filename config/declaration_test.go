@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"gopkg.in/yaml.v3"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -673,4 +674,86 @@ func FuzzLoadDeclaration(f *testing.F) {
 			t.Fatalf("canonical form not a fixed point:\n%s\n%s", c, d2.Canonical())
 		}
 	})
+}
+
+// blockStyle clears flow styles so yaml.v3 writes block YAML.
+func blockStyle(n *yaml.Node) {
+	n.Style &^= yaml.FlowStyle
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
+// TestDeclarationPathsEquivalent: the JSON, file, YAML-flow and YAML-block
+// paths resolve every accepted vector to one canonical form (§7.7.7).
+func TestDeclarationPathsEquivalent(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(declDir, "conformance/vectors/AH-CTK-1[23]*.json"))
+	must(t, err)
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		must(t, err)
+		v := gjson.ParseBytes(raw)
+		if v.Get("expect.load.outcome").String() != "accepted" {
+			continue
+		}
+		t.Run(v.Get("id").String(), func(t *testing.T) {
+			doc := []byte(v.Get("host_declaration").Raw)
+			reg := ctkRegistry(t, len(v.Get("interceptor_scripts").Array()))
+			d, err := LoadDeclaration(doc, reg)
+			must(t, err)
+			want := string(d.Canonical())
+
+			path := filepath.Join(t.TempDir(), "decl.json")
+			must(t, os.WriteFile(path, doc, 0o600))
+			df, err := LoadDeclarationFile(path, reg)
+			must(t, err)
+
+			head := "upstream: {base_url: https://x.example}\nagent: {id: a}\n"
+			cf, err := Parse([]byte(head+"hooks: "+string(doc)+"\n"), "flow.yaml", reg)
+			must(t, err)
+
+			var n yaml.Node
+			must(t, yaml.Unmarshal(doc, &n))
+			blockStyle(&n)
+			block, err := yaml.Marshal(n.Content[0])
+			must(t, err)
+			indented := "  " + strings.ReplaceAll(strings.TrimSpace(string(block)), "\n", "\n  ")
+			cb, err := Parse([]byte(head+"hooks:\n"+indented+"\n"), "block.yaml", reg)
+			must(t, err)
+
+			for name, got := range map[string]*Declaration{"file": df, "yaml flow": cf.Hooks, "yaml block": cb.Hooks} {
+				if string(got.Canonical()) != want {
+					t.Errorf("%s path:\n got %s\nwant %s", name, got.Canonical(), want)
+				}
+			}
+		})
+	}
+}
+
+func TestSurfaceFromCapabilities(t *testing.T) {
+	s := SurfaceFromCapabilities([]string{"model_calls", "int64_json", "host_declaration"}, PostureTerminate, "")
+	if len(s.Points) != 6 || slices.Contains(s.Points, points.PreToolCall) || s.Validate() != nil {
+		t.Fatalf("%+v %v", s, s.Validate())
+	}
+	d, err := LoadDeclarationFor([]byte(minimal(`"configuration":{"posture":{"tool_seam_host_error":"terminate"}}`)), testRegistry(t), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Surface(); len(got.InterceptionPoints) != 6 || !got.Has("int64_json") || !got.BufferedOutput {
+		t.Fatalf("%+v", got)
+	}
+	inc := SurfaceFromCapabilities([]string{"incremental_output", "host_declaration"}, PostureContinue, "one chunk")
+	if inc.Validate() != nil {
+		t.Fatal(inc.Validate())
+	}
+	d, err = LoadDeclarationFor([]byte(minimal("")), testRegistry(t), inc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Surface(); got.BufferedOutput || got.ExposureBound != "one chunk" || !strings.Contains(string(d.Canonical()), `"exposure_bound":"one chunk"`) {
+		t.Fatalf("%+v", got)
+	}
+	if SurfaceFromCapabilities([]string{"incremental_output"}, PostureContinue, "").Validate() == nil {
+		t.Fatal("incremental without bound validated")
+	}
 }

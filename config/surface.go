@@ -115,6 +115,34 @@ func DefaultSurface() HostSurface {
 	}
 }
 
+// SurfaceFromCapabilities is the surface the conformance kit derives from a
+// harness's capability list and posture (§7.7.9): the §3.2 floor, plus the
+// model points iff model_calls, plus the tool points iff tool_calls, every
+// profile with every knob value, buffered output unless incremental_output
+// is listed (then exposureBound is required for Validate to pass).
+func SurfaceFromCapabilities(caps []string, posture, exposureBound string) HostSurface {
+	s := HostSurface{
+		Points:              slices.Clone(floorPoints),
+		Capabilities:        sortedSet(caps),
+		Profiles:            AllProfiles(),
+		Postures:            []string{posture},
+		DeclarationVersions: SupportedDeclarationVersions(),
+	}
+	for _, c := range caps {
+		switch c {
+		case "model_calls":
+			s.Points = append(s.Points, points.PreModelCall, points.PostModelCall)
+		case "tool_calls":
+			s.Points = append(s.Points, points.PreToolCall, points.PostToolCall)
+		case "incremental_output":
+			s.StreamsUnbuffered = true
+			s.ExposureBound = exposureBound
+		}
+	}
+	s.Points = lifecycleOrder(s.Points)
+	return s
+}
+
 // AllProfiles returns every profile with every value of every knob it consults.
 func AllProfiles() map[string]map[string][]string {
 	out := make(map[string]map[string][]string, len(profileOrder))

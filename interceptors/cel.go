@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 	"github.com/tidwall/gjson"
 
@@ -56,7 +55,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		}
 		cost = uint64(*c.CostLimit)
 	}
-	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), ext.Strings())
+	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
 	if err != nil {
 		return nil, fmt.Errorf("interceptors: cel environment: %w", err)
 	}

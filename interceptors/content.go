@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -173,18 +174,21 @@ func compileContent(config []byte) (*contentRules, error) {
 	}
 	for _, pack := range sortedKeys(c.Packs) {
 		at := memberPath(configRoot+".packs", pack)
-		pats := packPatterns(pack)
-		if pats == nil {
+		if !slices.Contains(packNames(), pack) {
 			return nil, cfgErr(at, "unknown pack (known: %s)", strings.Join(packNames(), ", "))
 		}
-		act := c.Packs[pack]
-		switch act {
+		switch c.Packs[pack] {
 		case actDeny, actRedact, actEscalate, actWarn:
 		default:
 			return nil, cfgErr(at, "action must be deny, redact, escalate or warn")
 		}
-		cr.groups[act] = append(cr.groups[act], pats...)
-		total += len(pats)
+	}
+	for _, pack := range packNames() { // secrets before pii: the more specific names win ties
+		if act, ok := c.Packs[pack]; ok {
+			pats := packPatterns(pack)
+			cr.groups[act] = append(cr.groups[act], pats...)
+			total += len(pats)
+		}
 	}
 	if total == 0 {
 		return nil, cfgErr(configRoot, "needs at least one pattern under deny, redact, escalate or warn, or a pack")
@@ -220,30 +224,46 @@ func (m maskSet) checkMasks(at string) error {
 
 // apply returns s with every match masked and the names of the patterns
 // that matched, in pattern order; changed is false when nothing matched.
+// The spans of all patterns are found on the same text and overlapping
+// ones merged, so one pattern's mask never splits another's match and
+// leaves part of it readable.
 func (m maskSet) apply(s string) (out string, names []string, changed bool) {
 	out = s
 	for pass := 0; pass < maskPasses; pass++ {
-		hit := false
-		for _, p := range m.patterns {
-			sp := p.spans(out)
-			if len(sp) == 0 {
-				continue
-			}
-			hit = true
-			names = appendUnique(names, p.name)
-			var b strings.Builder
-			at := 0
-			for _, x := range sp {
-				b.WriteString(out[at:x[0]])
-				b.WriteString(m.render(p.name))
-				at = x[1]
-			}
-			b.WriteString(out[at:])
-			out = b.String()
+		type hit struct {
+			start, end, pat int
 		}
-		if !hit {
+		var hits []hit
+		for i, p := range m.patterns {
+			for _, x := range p.spans(out) {
+				hits = append(hits, hit{x[0], x[1], i})
+			}
+		}
+		if len(hits) == 0 {
 			return out, names, pass > 0
 		}
+		for i := range m.patterns {
+			for _, h := range hits {
+				if h.pat == i {
+					names = appendUnique(names, m.patterns[i].name)
+					break
+				}
+			}
+		}
+		slices.SortStableFunc(hits, func(a, b hit) int { return a.start - b.start })
+		var b strings.Builder
+		at := 0
+		for i := 0; i < len(hits); {
+			cur := hits[i]
+			for i++; i < len(hits) && hits[i].start < cur.end; i++ {
+				cur.end = max(cur.end, hits[i].end)
+			}
+			b.WriteString(out[at:cur.start])
+			b.WriteString(m.render(m.patterns[cur.pat].name))
+			at = cur.end
+		}
+		b.WriteString(out[at:])
+		out = b.String()
 	}
 	// Masks joined to their surroundings can form new matches; past the
 	// bound the whole string goes.

@@ -32,7 +32,7 @@ func compileGlob(at, pattern string) (glob, error) {
 			b.WriteString(`.`)
 		case '\\':
 			i++
-			b.WriteString(regexp.QuoteMeta(string(pattern[i])))
+			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
 		case '[':
 			// path.Match already validated the class; translate ^ and escapes.
 			j := i + 1
@@ -45,17 +45,17 @@ func compileGlob(at, pattern string) (glob, error) {
 				switch pattern[j] {
 				case '\\':
 					j++
-					b.WriteString(regexp.QuoteMeta(string(pattern[j])))
+					b.WriteString(regexp.QuoteMeta(pattern[j:j+1]))
 				case '-':
 					b.WriteByte('-')
 				default:
-					b.WriteString(regexp.QuoteMeta(string(pattern[j])))
+					b.WriteString(regexp.QuoteMeta(pattern[j:j+1]))
 				}
 			}
 			b.WriteByte(']')
 			i = j
 		default:
-			b.WriteString(regexp.QuoteMeta(string(c)))
+			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
 		}
 	}
 	b.WriteString(`)\z`)

@@ -128,7 +128,7 @@ func (s *pointSet) decodeField(path string, r gjson.Result) error {
 		if err != nil {
 			return cfgErr(p, "unknown interception point")
 		}
-		if !out.has(pt) {
+		if !slices.Contains(out, pt) {
 			out = append(out, pt)
 		}
 	}

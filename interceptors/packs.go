@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -90,7 +91,7 @@ func packPatterns(pack string) []pattern {
 			// run of ten digits is not a phone number.
 			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10)),
 			// Trunk-prefixed national formats (020 7946 0958, 06 12 34 56 78).
-			mk("phone", `(?:^|[^\w+])(?P<value>\(?0\d{1,4}\)?[ -]\d{2,4}(?:[ -]?\d{2,4}){1,3})\b`, validPhone(9, 12)),
+			mk("phone", `(?:^|[^\w+])(?P<value>\(?0[1-9]\d{0,3}\)?[ -]\d{2,4}(?:[ -]?\d{2,4}){1,3})\b`, validPhone(9, 12)),
 		}
 	}
 	return nil
@@ -129,16 +130,50 @@ func luhn(d string) bool {
 }
 
 // validCard accepts 13-19 digits from a card issuer range (2-6) that pass
-// Luhn and are not one repeated digit.
+// Luhn, are not one repeated digit, are written compact or in a printed
+// grouping (4-4-4-4, 4-6-5, ...) with one kind of separator, and do not
+// continue a longer run of digit groups.
 func validCard(s string, start, end int) int {
-	d := digitsOf(s[start:end])
+	v := s[start:end]
+	d := digitsOf(v)
 	if len(d) < 13 || len(d) > 19 || d[0] < '2' || d[0] > '6' {
 		return 0
 	}
 	if strings.Count(d, d[:1]) == len(d) || !luhn(d) {
 		return 0
 	}
+	if len(d) != len(v) && !cardGrouping(v) {
+		return 0
+	}
+	if start >= 2 && isSep(s[start-1]) && isDigit(s[start-2]) {
+		return 0
+	}
+	if end+1 < len(s) && isSep(s[end]) && isDigit(s[end+1]) {
+		return 0
+	}
 	return end
+}
+
+// cardGrouping reports whether v (digits and separators) uses one
+// separator and a grouping cards are printed in.
+func cardGrouping(v string) bool {
+	sep := ' '
+	if strings.ContainsRune(v, '-') {
+		sep = '-'
+		if strings.ContainsRune(v, ' ') {
+			return false
+		}
+	}
+	var lens []int
+	for _, g := range strings.Split(v, string(sep)) {
+		lens = append(lens, len(g))
+	}
+	for _, ok := range [][]int{{4, 4, 4, 4}, {4, 4, 4, 4, 3}, {4, 6, 5}, {4, 6, 4}, {4, 4, 4, 3}, {4, 4, 4, 2}, {4, 4, 4, 1}} {
+		if slices.Equal(lens, ok) {
+			return true
+		}
+	}
+	return false
 }
 
 // ibanMod97 reports whether the compact IBAN s passes ISO 13616 mod-97.

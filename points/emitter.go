@@ -30,7 +30,8 @@ type Config struct {
 	Redactor Redactor
 	// InterceptorTimeout applies where a binding sets none; negative disables.
 	InterceptorTimeout time.Duration
-	// ResolverTimeout bounds one resolver consultation; zero means 5 s.
+	// ResolverTimeout bounds one resolver consultation; zero means 5 s,
+	// negative means unbounded.
 	ResolverTimeout time.Duration
 	// MaxContextBytes and MaxDepth bound contexts (§12.3).
 	MaxContextBytes int
@@ -720,7 +721,10 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 		return Verdict{}, false, false
 	}
 	fail := func(r Reason) (Verdict, bool, bool) { return hostError(r, ""), false, true }
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ResolverTimeout)
+	cctx, cancel := context.WithCancel(ctx)
+	if e.cfg.ResolverTimeout > 0 {
+		cctx, cancel = context.WithTimeout(ctx, e.cfg.ResolverTimeout)
+	}
 	defer cancel()
 
 	presented := bytes.Clone(work)

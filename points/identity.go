@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/gowebpki/jcs"
 )
 
 // IdentityProvider computes context_identity (§10.1): a pure function of the
@@ -35,7 +33,9 @@ type jcsSHA256 struct{}
 func (jcsSHA256) Name() string { return JCSSHA256Name }
 
 func (jcsSHA256) Identity(raw []byte) (string, error) {
-	pre, err := Preimage(raw)
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	pre, err := c.preimage(raw)
 	if err != nil {
 		return "", err
 	}
@@ -75,7 +75,9 @@ type hmacSHA256 struct {
 func (p *hmacSHA256) Name() string { return p.name }
 
 func (p *hmacSHA256) Identity(raw []byte) (string, error) {
-	pre, err := Preimage(raw)
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	pre, err := c.preimage(raw)
 	if err != nil {
 		return "", err
 	}
@@ -108,27 +110,46 @@ func CheckProviderName(name string) error {
 // integer bound applies to the whole value, because a beyond-2^53 integer
 // would otherwise be silently rounded.
 //
-// The serialization is github.com/gowebpki/jcs v1.0.2, which was checked
+// The serialization is this package's canonicalizer (jcs.go), tested to be
+// byte-identical to github.com/gowebpki/jcs v1.0.2, which was checked
 // against RFC 8785: members sorted by UTF-16 code units, numbers per
 // ECMA-262 Number::toString via correctly rounded parsing (1e21 → 1e+21,
 // 1e-7 → 1e-7, -0 → 0, 9.999999999999997e+22 kept), minimal escapes with
-// lowercase \u00xx. It also refuses lone surrogates, invalid UTF-8 and
-// duplicate names, all of which CheckDomain rejects first anyway.
+// lowercase \u00xx. Lone surrogates, invalid UTF-8 and duplicate names are
+// refused, with CheckDomain's error.
 func CanonicalJSON(raw []byte) ([]byte, error) {
-	if err := CheckDomain(raw, DefaultMaxDepth); err != nil {
-		return nil, err
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	out, err := c.canonical(raw, DefaultMaxDepth, true)
+	if err != nil {
+		return nil, explain(CheckDomain(raw, DefaultMaxDepth))
 	}
-	return canonicalize(raw)
+	return bytes.Clone(out), nil
 }
 
+// canonicalDepth is canonicalize's nesting allowance, gowebpki/jcs's own.
+const canonicalDepth = 10000
+
+// canonicalize returns the RFC 8785 form of raw with no domain bounds beyond
+// canonicalDepth: RFC 8785 itself, for values the caller has checked.
 func canonicalize(raw []byte) ([]byte, error) {
-	out, err := jcs.Transform(raw)
+	out, err := appendCanonical(nil, raw, canonicalDepth, false)
 	if err != nil {
-		// Unreachable after the domain checks; never echo jcs's message, it
-		// can quote input.
+		// Never echo input.
 		return nil, &DomainError{Path: "$", Problem: "cannot be canonicalized (RFC 8785)"}
 	}
 	return out, nil
+}
+
+// explain turns a canonicalizer failure into the domain scanner's
+// value-free error. The canonicalizer accepts exactly the scanner's
+// language, so err is never nil in practice; if it were, the context still
+// fails closed.
+func explain(err error) error {
+	if err != nil {
+		return err
+	}
+	return &DomainError{Path: "$", Problem: "cannot be canonicalized (RFC 8785)"}
 }
 
 // Preimage returns the identity preimage of §10.2, canonical_json(ctx_rc):
@@ -140,8 +161,21 @@ func canonicalize(raw []byte) ([]byte, error) {
 // projection passes CheckDomain (integer bound and depth). Every failure is
 // a *DomainError. Both providers in this package hash these bytes.
 func Preimage(raw []byte) ([]byte, error) {
-	if err := CheckEncoding(raw, DefaultMaxDepth); err != nil {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	pre, err := c.preimage(raw)
+	if err != nil {
 		return nil, err
+	}
+	return bytes.Clone(pre), nil
+}
+
+// preimage is Preimage into c's buffers. The fast validator and the
+// canonicalizer stand in for CheckEncoding and CheckDomain; the scanner
+// runs only to explain a failure.
+func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
+	if c.run(raw, DefaultMaxDepth, false, false) != nil {
+		return nil, explain(CheckEncoding(raw, DefaultMaxDepth))
 	}
 	top, err := topMembers(raw)
 	if err != nil {
@@ -150,11 +184,12 @@ func Preimage(raw []byte) ([]byte, error) {
 	if err := checkEnvelope(top); err != nil {
 		return nil, err
 	}
-	proj := project(top)
-	if err := CheckDomain(proj, DefaultMaxDepth); err != nil {
-		return nil, err
+	c.proj = appendProjection(c.proj[:0], top)
+	pre, err := c.canonical(c.proj, DefaultMaxDepth, true)
+	if err != nil {
+		return nil, explain(CheckDomain(c.proj, DefaultMaxDepth))
 	}
-	return canonicalize(proj)
+	return pre, nil
 }
 
 // ProjectPreimage returns ctx_rc, the closed required+conditional projection of
@@ -177,7 +212,7 @@ func ProjectPreimage(raw []byte) ([]byte, error) {
 	if _, err := pointOf(top); err != nil {
 		return nil, err
 	}
-	return project(top), nil
+	return appendProjection(nil, top), nil
 }
 
 // keep is a projection rule: a member and, when sub is non-nil, the only
@@ -250,32 +285,33 @@ func pointOf(top members) (Point, error) {
 	return p, nil
 }
 
-// project writes the projection of an already validated object.
-func project(top members) []byte {
+// appendProjection appends the projection of an already validated object
+// to dst.
+func appendProjection(dst []byte, top members) []byte {
 	p, _ := pointOf(top)
-	var b bytes.Buffer
-	b.WriteByte('{')
+	b := dst
 	first := true
+	b = append(b, '{')
 	write := func(k keep) {
 		v, ok := top[k.key]
 		if !ok {
 			return
 		}
 		if !first {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
 		first = false
-		b.WriteString(strconv.Quote(k.key))
-		b.WriteByte(':')
+		b = strconv.AppendQuote(b, k.key)
+		b = append(b, ':')
 		if k.sub == nil || v[0] != '{' {
 			// Non-objects are kept whole, as the reference does; the
 			// envelope check rejects them where an object is required.
-			b.Write(v)
+			b = append(b, v...)
 			return
 		}
 		sub := members{}
 		forEachMember(v, func(name string, val []byte) { sub[name] = val })
-		b.WriteByte('{')
+		b = append(b, '{')
 		firstSub := true
 		for _, s := range k.sub {
 			sv, ok := sub[s]
@@ -283,14 +319,14 @@ func project(top members) []byte {
 				continue
 			}
 			if !firstSub {
-				b.WriteByte(',')
+				b = append(b, ',')
 			}
 			firstSub = false
-			b.WriteString(strconv.Quote(s))
-			b.WriteByte(':')
-			b.Write(sv)
+			b = strconv.AppendQuote(b, s)
+			b = append(b, ':')
+			b = append(b, sv...)
 		}
-		b.WriteByte('}')
+		b = append(b, '}')
 	}
 	for _, k := range requiredKeep {
 		write(k)
@@ -298,8 +334,7 @@ func project(top members) []byte {
 	for _, k := range conditionalKeep(p) {
 		write(k)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
+	return append(b, '}')
 }
 
 // checkEnvelope is the §4.1/§4.2 envelope validation of the reference

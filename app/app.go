@@ -1,0 +1,171 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/config"
+	"github.com/hooksproxy/hooksproxy/points"
+	"github.com/hooksproxy/hooksproxy/proxy"
+)
+
+// Options are the process-level parts the config file does not name.
+type Options struct {
+	Logger *slog.Logger
+	Env    Env
+	// Sink receives records besides the configured file (tests, the ring).
+	Sink points.RecordSink
+	// Observer receives emission metrics.
+	Observer points.Observer
+	// Extra registers additional kinds (approval console, conformance kit).
+	Extra []Extra
+	// OnReload is told of every reload attempt.
+	OnReload func(ok bool, err error)
+}
+
+// App is a configured, running hooksproxy.
+type App struct {
+	opts   Options
+	path   string
+	mu     sync.Mutex
+	cfg    *config.Config
+	Server *proxy.Server
+	log    *slog.Logger
+}
+
+// Load reads and validates the config file at path.
+func Load(path string, opts Options, extra ...Extra) (*config.Config, error) {
+	reg, err := NewRegistry(opts.Env, append(opts.Extra, extra...)...)
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(path, reg)
+}
+
+// Parse validates config bytes (name is used in problem messages).
+func Parse(data []byte, name string, opts Options) (*config.Config, error) {
+	reg, err := NewRegistry(opts.Env, opts.Extra...)
+	if err != nil {
+		return nil, err
+	}
+	return config.Parse(data, name, reg)
+}
+
+// Emitter builds the emitter a config declares.
+func Emitter(cfg *config.Config, opts Options) (*points.Emitter, error) {
+	ec := cfg.Hooks.EmitterConfig()
+	ec.Sink = opts.Sink
+	ec.Observer = opts.Observer
+	return points.NewEmitter(ec)
+}
+
+// New builds the proxy for cfg; path, when set, is the file Reload re-reads.
+func New(cfg *config.Config, path string, opts Options) (*App, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts.Env = opts.Env.withDefaults()
+	em, err := Emitter(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	up, err := url.Parse(cfg.Upstream.BaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("upstream.base_url: %w", err)
+	}
+	var key string
+	if cfg.Upstream.APIKeyEnv != "" {
+		if key = opts.Env.Getenv(cfg.Upstream.APIKeyEnv); key == "" {
+			return nil, fmt.Errorf("upstream.api_key_env: env var %s is unset or empty", cfg.Upstream.APIKeyEnv)
+		}
+	}
+	srv := proxy.New(proxy.Options{
+		Upstream:                 up,
+		APIKey:                   key,
+		UpstreamTimeout:          cfg.Upstream.Timeout,
+		Agent:                    points.Agent{ID: cfg.Agent.ID, Framework: cfg.Agent.Framework},
+		SessionHeader:            cfg.Sessions.Header,
+		IdleTimeout:              cfg.Sessions.IdleTimeout,
+		MaxSessions:              cfg.Sessions.MaxSessions,
+		MaxRequestBytes:          cfg.Limits.MaxRequestBytes,
+		MaxBufferedResponseBytes: cfg.Limits.MaxBufferedResponseBytes,
+		Passthrough:              cfg.Passthrough,
+		Logger:                   opts.Logger,
+		Emitter:                  em,
+	})
+	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger}, nil
+}
+
+// Config returns the config in force.
+func (a *App) Config() *config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// ErrRestartNeeded marks a reload that changed settings only a restart applies.
+var ErrRestartNeeded = errors.New("changed settings apply only after a restart")
+
+// Reload re-reads the config file, validates it whole and swaps the new
+// policies in atomically. A bad file keeps the running config. Requests
+// already in flight finish on the emitter they started with.
+func (a *App) Reload() error {
+	cfg, err := Load(a.path, a.opts)
+	if err == nil {
+		var em *points.Emitter
+		if em, err = Emitter(cfg, a.opts); err == nil {
+			a.mu.Lock()
+			old := a.cfg
+			a.cfg = cfg
+			a.mu.Unlock()
+			a.Server.Swap(em)
+			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics {
+				a.log.Warn("config reloaded; listen, upstream, sessions, limits and metrics changes apply only after a restart")
+			}
+		}
+	}
+	if a.opts.OnReload != nil {
+		a.opts.OnReload(err == nil, err)
+	}
+	if err != nil {
+		a.log.Error("config reload refused; the previous config stays in force", "error", err.Error())
+		return err
+	}
+	a.log.Info("config reloaded", "path", a.path)
+	return nil
+}
+
+// Watch reloads on every change of the file's size or modification time,
+// polling every interval, until ctx ends. Polling works on every platform
+// and for editors that replace the file.
+func (a *App) Watch(ctx context.Context, interval time.Duration) {
+	stat := func() (time.Time, int64) {
+		fi, err := os.Stat(a.path)
+		if err != nil {
+			return time.Time{}, -1
+		}
+		return fi.ModTime(), fi.Size()
+	}
+	mt, sz := stat()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m, s := stat()
+			if s < 0 || (m.Equal(mt) && s == sz) {
+				continue
+			}
+			mt, sz = m, s
+			_ = a.Reload()
+		}
+	}
+}

@@ -1,0 +1,103 @@
+// Package app wires hooksproxy together: the config file, the kind
+// registry with the built-in interceptors, resolvers, redactors and identity
+// providers, the emitter and the proxy server, and hot reload.
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/config"
+	"github.com/hooksproxy/hooksproxy/interceptors"
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Env is what the registry may take from the outside world.
+type Env struct {
+	Getenv     func(string) string
+	HTTPClient *http.Client
+	Now        func() time.Time
+}
+
+func (e Env) withDefaults() Env {
+	if e.Getenv == nil {
+		e.Getenv = os.Getenv
+	}
+	if e.HTTPClient == nil {
+		e.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	return e
+}
+
+// Extra registers further kinds, resolvers or redactors (the approval
+// console, the conformance kit) on top of the built-ins.
+type Extra func(r *config.MapRegistry) error
+
+// NewRegistry returns a registry with every built-in binding kind, the
+// content redactor kind and the keyed identity provider kind.
+func NewRegistry(env Env, extra ...Extra) (*config.MapRegistry, error) {
+	env = env.withDefaults()
+	reg := config.NewRegistry()
+	ienv := interceptors.Env{Getenv: env.Getenv, HTTPClient: env.HTTPClient, Now: env.Now}
+	for _, k := range interceptors.Builtins() {
+		k := k
+		if err := reg.RegisterKind(k.Name, func(b config.BindingSpec) (points.Interceptor, error) {
+			return k.New(b.ID, b.Config, ienv)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := reg.RegisterRedactorKind(interceptors.KindContent, func(_ string, cfg json.RawMessage) (points.Redactor, error) {
+		return interceptors.NewRedactor(cfg)
+	}); err != nil {
+		return nil, err
+	}
+	if err := reg.RegisterIdentityProviderKind("hooksproxy.hmac", func(name string, cfg json.RawMessage) (points.IdentityProvider, error) {
+		return newHMAC(name, cfg, env.Getenv)
+	}); err != nil {
+		return nil, err
+	}
+	for _, x := range extra {
+		if err := x(reg); err != nil {
+			return nil, err
+		}
+	}
+	return reg, nil
+}
+
+// newHMAC builds hmac-sha256-<key-id> from {key_env: NAME}; the provider
+// name must be hmac-sha256-<key-id> so records say which key was used.
+func newHMAC(name string, cfg json.RawMessage, getenv func(string) string) (points.IdentityProvider, error) {
+	const prefix = "hmac-sha256-"
+	if len(name) <= len(prefix) || name[:len(prefix)] != prefix {
+		return nil, fmt.Errorf("identity provider %q: a hooksproxy.hmac provider must be named hmac-sha256-<key-id>", name)
+	}
+	var known = map[string]bool{"key_env": true}
+	var bad string
+	gjson.ParseBytes(cfg).ForEach(func(k, _ gjson.Result) bool {
+		if !known[k.Str] {
+			bad = k.Str
+		}
+		return bad == ""
+	})
+	if bad != "" {
+		return nil, fmt.Errorf("config.%s: unknown key", bad)
+	}
+	env := gjson.GetBytes(cfg, "key_env").Str
+	if env == "" {
+		return nil, fmt.Errorf("config.key_env: required (the env var holding the HMAC key)")
+	}
+	key := getenv(env)
+	if key == "" {
+		return nil, fmt.Errorf("config.key_env: env var %s is unset or empty", env)
+	}
+	return points.HMACSHA256(name[len(prefix):], []byte(key))
+}

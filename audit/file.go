@@ -1,0 +1,313 @@
+package audit
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// OpenFile opens (creating it and its directories) the JSONL file at path
+// for appending and returns a sink that writes records to it, named "file"
+// unless [WithName] says otherwise. A torn last line left by a crash is
+// truncated first (see the package doc); Stats().Torn says how many bytes.
+// A new file gets mode 0600 and new directories 0700; an existing file
+// keeps its mode.
+func OpenFile(path string, opts ...Option) (*Sink, error) {
+	o := buildOptions("file", opts)
+	fb, torn, err := openFileBackend(path, o)
+	if err != nil {
+		if o.reporter != nil {
+			o.reporter.SinkError(o.name, OpOpen)
+		}
+		return nil, err
+	}
+	if torn > 0 {
+		o.logger.Warn("audit record file had a torn last line; truncated it", "sink", o.name, "path", path, "bytes", torn)
+	}
+	s := newSink(o, fb)
+	s.torn = torn
+	fb.h = s.hooks()
+	return s, nil
+}
+
+// fileBackend appends to one file and rotates it by size.
+type fileBackend struct {
+	path       string
+	f          *os.File
+	size       int64 // bytes in f, excluding buf
+	buf        []byte
+	dirty      bool // written since the last fsync
+	unaligned  bool // a failed write left a partial line we could not cut
+	maxBytes   int64
+	maxBackups int
+	next       int // the next backup number
+	h          hooks
+}
+
+func openFileBackend(path string, o options) (*fileBackend, int64, error) {
+	if path == "" {
+		return nil, 0, errors.New("audit: empty record file path")
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("audit: record directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, 0, fmt.Errorf("audit: open record file: %w", err)
+	}
+	keep, torn, err := recoverTail(f, o.tailChunk)
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("audit: recover record file %s: %w", path, err)
+	}
+	// Make the file's directory entry durable, as a fresh file's may not be.
+	_ = syncDir(dir)
+	b := &fileBackend{path: path, f: f, size: keep, maxBytes: o.maxBytes, maxBackups: o.maxBackups}
+	backups, err := b.backups()
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("audit: list record backups: %w", err)
+	}
+	b.next = 1
+	if len(backups) > 0 {
+		b.next = backups[len(backups)-1].n + 1
+	}
+	return b, torn, nil
+}
+
+// recoverTail truncates f after its last newline, reading backwards in
+// chunks so that a large file costs one read when it is intact. It returns
+// the kept size and the number of bytes removed.
+func recoverTail(f *os.File, chunk int) (keep, torn int64, err error) {
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	size := st.Size()
+	keep, err = completeLines(f, size, chunk)
+	if err != nil {
+		return 0, 0, err
+	}
+	if keep == size {
+		return size, 0, nil
+	}
+	if err := f.Truncate(keep); err != nil {
+		return 0, 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, 0, err
+	}
+	return keep, size - keep, nil
+}
+
+// completeLines returns the length of the prefix of r[0:size] that ends
+// with its last newline (0 when there is none).
+func completeLines(r io.ReaderAt, size int64, chunk int) (int64, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	buf := make([]byte, min(int64(chunk), size))
+	for end := size; end > 0; {
+		start := max(0, end-int64(len(buf)))
+		p := buf[:end-start]
+		if _, err := r.ReadAt(p, start); err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		if i := bytes.LastIndexByte(p, '\n'); i >= 0 {
+			return start + int64(i) + 1, nil
+		}
+		end = start
+	}
+	return 0, nil
+}
+
+func (b *fileBackend) add(line []byte) {
+	if b.maxBytes > 0 {
+		cur := b.size + int64(len(b.buf))
+		if cur > 0 && cur+int64(len(line)) > b.maxBytes {
+			// A failed rotation is reported and writing goes on in the
+			// current file: an oversized file beats a lost record.
+			_ = b.rotate()
+		}
+	}
+	b.buf = append(b.buf, line...)
+}
+
+func (b *fileBackend) flush() error {
+	if len(b.buf) == 0 {
+		return nil
+	}
+	if b.unaligned {
+		// Put the partial line a failed write left behind on its own.
+		b.buf = append([]byte{'\n'}, b.buf...)
+	}
+	lines := bytes.Count(b.buf, []byte{'\n'})
+	if b.unaligned {
+		lines--
+	}
+	n, err := b.f.Write(b.buf)
+	b.buf = b.buf[:0]
+	if err != nil {
+		// Cut whatever part made it, so the file stays line-aligned.
+		if n > 0 {
+			if terr := b.f.Truncate(b.size); terr != nil {
+				b.size += int64(n)
+				b.unaligned = true
+			}
+		}
+		b.h.fail(OpWrite, lines, err)
+		return err
+	}
+	b.size += int64(n)
+	b.unaligned = false
+	b.dirty = true
+	b.h.wrote(lines)
+	return nil
+}
+
+func (b *fileBackend) sync() error {
+	if !b.dirty {
+		return nil
+	}
+	if err := b.f.Sync(); err != nil {
+		b.h.fail(OpSync, 0, err)
+		return err
+	}
+	b.dirty = false
+	return nil
+}
+
+func (b *fileBackend) close() error {
+	return b.f.Close()
+}
+
+// rotate moves the current file to the next backup name and starts a new
+// one. The old file is fsynced first, so a backup is always complete.
+func (b *fileBackend) rotate() error {
+	if err := b.flush(); err != nil {
+		return err
+	}
+	if err := b.sync(); err != nil {
+		return err
+	}
+	name := b.backupName(b.next)
+	if err := os.Rename(b.path, name); err != nil {
+		b.h.fail(OpRotate, 0, err)
+		return err
+	}
+	b.next++
+	nf, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		// Keep appending to the renamed file: nothing is lost, and the
+		// next rotation tries again.
+		b.h.fail(OpRotate, 0, err)
+		return err
+	}
+	old := b.f
+	b.f, b.size, b.dirty = nf, 0, false
+	if err := old.Close(); err != nil {
+		b.h.fail(OpClose, 0, err)
+	}
+	_ = syncDir(filepath.Dir(b.path))
+	if err := b.prune(); err != nil {
+		b.h.fail(OpRotate, 0, err)
+		return err
+	}
+	return nil
+}
+
+type backup struct {
+	name string
+	n    int
+}
+
+// backupName is stem.NNNNNN.ext: records.jsonl → records.000001.jsonl.
+func (b *fileBackend) backupName(n int) string {
+	ext := filepath.Ext(b.path)
+	return fmt.Sprintf("%s.%06d%s", strings.TrimSuffix(b.path, ext), n, ext)
+}
+
+// backups lists the rotated files, oldest first.
+func (b *fileBackend) backups() ([]backup, error) {
+	return listBackups(b.path)
+}
+
+// listBackups lists the rotated files of path, oldest first.
+func listBackups(path string) ([]backup, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	ext := filepath.Ext(base)
+	prefix := strings.TrimSuffix(base, ext) + "."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []backup
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ext) || len(name) <= len(prefix)+len(ext) {
+			continue
+		}
+		digits := name[len(prefix) : len(name)-len(ext)]
+		if strings.Trim(digits, "0123456789") != "" {
+			continue
+		}
+		n, err := strconv.Atoi(digits)
+		if err != nil || n <= 0 {
+			continue
+		}
+		out = append(out, backup{name: filepath.Join(dir, name), n: n})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out, nil
+}
+
+// Backups returns the rotated files of the record file at path, oldest
+// first, for readers that want the whole history.
+func Backups(path string) ([]string, error) {
+	bs, err := listBackups(path)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(bs))
+	for i, b := range bs {
+		out[i] = b.name
+	}
+	return out, nil
+}
+
+func (b *fileBackend) prune() error {
+	if b.maxBackups <= 0 {
+		return nil
+	}
+	bs, err := b.backups()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for len(bs) > b.maxBackups {
+		if err := os.Remove(bs[0].name); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+		bs = bs[1:]
+	}
+	return errors.Join(errs...)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

@@ -1,0 +1,238 @@
+// Command hooksproxy is an AGENT-HOOKS-0.1 governance proxy for
+// OpenAI-compatible model APIs.
+//
+//	hooksproxy [serve] --config hooksproxy.yaml
+//	hooksproxy validate --config hooksproxy.yaml
+//	hooksproxy demo
+//	hooksproxy conformance [--vectors DIR] [--json]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/app"
+	"github.com/hooksproxy/hooksproxy/config"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage: hooksproxy <command> [flags]
+
+commands:
+  serve        run the proxy (default)          --config FILE (or HOOKSPROXY_CONFIG)
+  validate     check a config file, list every problem; exit 1 if any
+  demo         run with an embedded scripted upstream and example policies (no API key)
+  conformance  run the AGENT-HOOKS conformance vectors end to end   [--vectors DIR] [--json]
+  version      print the version
+`
+
+// version is set with -ldflags "-X main.version=...".
+var version = "dev"
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return serve(args, stdout, stderr)
+	case "validate":
+		return validate(args, stdout, stderr)
+	case "demo":
+		return demo(args, stdout, stderr)
+	case "conformance":
+		return conformance(args, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "hooksproxy", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "hooksproxy: unknown command %q\n\n%s", cmd, usage)
+	return 2
+}
+
+type commonFlags struct {
+	config    string
+	logFormat string
+	logLevel  string
+}
+
+func (c *commonFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.config, "config", os.Getenv("HOOKSPROXY_CONFIG"), "config file (env HOOKSPROXY_CONFIG)")
+	fs.StringVar(&c.logFormat, "log-format", envOr("HOOKSPROXY_LOG_FORMAT", "text"), "log format: text or json (env HOOKSPROXY_LOG_FORMAT)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("HOOKSPROXY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env HOOKSPROXY_LOG_LEVEL)")
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	o := &slog.HandlerOptions{Level: lvl}
+	switch c.logFormat {
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json")
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c commonFlags
+	c.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if c.config == "" && fs.NArg() == 1 {
+		c.config = fs.Arg(0)
+	}
+	if c.config == "" {
+		fmt.Fprintln(stderr, "hooksproxy validate: --config FILE is required")
+		return 2
+	}
+	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil))
+	if err != nil {
+		var ps *config.Problems
+		if errors.As(err, &ps) {
+			fmt.Fprintln(stderr, ps.Error())
+			fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, len(ps.List))
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: %v\n", c.config, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d bindings, mode %s, profile %s)\n", c.config, len(cfg.Hooks.Bindings()), cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
+	return 0
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c commonFlags
+	c.register(fs)
+	listen := fs.String("listen", "", "override the config's listen address")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := c.logger(stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "hooksproxy:", err)
+		return 2
+	}
+	if c.config == "" {
+		fmt.Fprintln(stderr, "hooksproxy serve: --config FILE (or HOOKSPROXY_CONFIG) is required; try `hooksproxy demo`")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rt, err := startRuntime(ctx, c.config, *listen, log, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "hooksproxy:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
+	return rt.wait(ctx)
+}
+
+// runtime is a serving process: listener, HTTP server, app and reload.
+type runtime struct {
+	addr string
+	app  *app.App
+	hs   *http.Server
+	done chan error
+	log  *slog.Logger
+	stop func()
+}
+
+func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Logger, extra []app.Extra) (*runtime, error) {
+	wiring := newWiring(log)
+	opts := wiring.options(log)
+	opts.Extra = append(opts.Extra, extra...)
+	opts.Extra = append(opts.Extra, consoleExtra(wiring))
+	cfg, err := app.Load(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	a, err := app.New(cfg, path, opts)
+	if err != nil {
+		return nil, err
+	}
+	wiring.mount(a, cfg)
+	addr := cfg.Listen
+	if listenOverride != "" {
+		addr = listenOverride
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	hs := &http.Server{Handler: a.Server, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log}
+	a.Server.Start()
+	wctx, cancel := context.WithCancel(ctx)
+	rt.stop = cancel
+	go a.Watch(wctx, time.Second)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-wctx.Done():
+				signal.Stop(hup)
+				return
+			case <-hup:
+				_ = a.Reload()
+			}
+		}
+	}()
+	go func() { rt.done <- hs.Serve(ln) }()
+	log.Info("hooksproxy started", "listen", rt.addr, "upstream", cfg.Upstream.BaseURL, "mode", cfg.Hooks.Mode(), "bindings", len(cfg.Hooks.Bindings()))
+	return rt, nil
+}
+
+// wait serves until ctx ends, then shuts down gracefully: in-flight requests
+// finish, then open sessions get agent_shutdown{cancelled}.
+func (rt *runtime) wait(ctx context.Context) int {
+	select {
+	case err := <-rt.done:
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			rt.log.Error("server failed", "error", err)
+			return 1
+		}
+	case <-ctx.Done():
+	}
+	rt.stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = rt.hs.Shutdown(sctx)
+	rt.app.Server.Close()
+	rt.log.Info("hooksproxy stopped")
+	return 0
+}

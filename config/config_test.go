@@ -1,0 +1,372 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// configRegistry stands in for the built-in kinds.
+func configRegistry(t testing.TB) *MapRegistry {
+	t.Helper()
+	reg := NewRegistry()
+	ok := func(BindingSpec) (points.Interceptor, error) { return allowAll, nil }
+	objectConfig := func(b BindingSpec) (points.Interceptor, error) {
+		var m map[string]any
+		if err := json.Unmarshal(b.Config, &m); err != nil {
+			return nil, errors.New("config must be an object")
+		}
+		return allowAll, nil
+	}
+	must(t, reg.RegisterKind("hooksproxy.allow_all", ok))
+	must(t, reg.RegisterKind("hooksproxy.content", objectConfig))
+	must(t, reg.RegisterKind("hooksproxy.tools", objectConfig))
+	must(t, reg.RegisterKind("hooksproxy.reject", func(BindingSpec) (points.Interceptor, error) {
+		return nil, errors.New("unsupported option")
+	}))
+	must(t, reg.RegisterResolverKind("hooksproxy.console", func(string, json.RawMessage) (points.Resolver, error) {
+		return noopResolver, nil
+	}))
+	must(t, reg.RegisterResolverKind("hooksproxy.fails", func(string, json.RawMessage) (points.Resolver, error) {
+		return nil, errors.New("no queue")
+	}))
+	must(t, reg.RegisterRedactorKind("hooksproxy.content", func(string, json.RawMessage) (points.Redactor, error) {
+		return noopRedactor, nil
+	}))
+	must(t, reg.RegisterIdentityProviderKind("hooksproxy.hmac", func(name string, _ json.RawMessage) (points.IdentityProvider, error) {
+		return namedProvider(name), nil
+	}))
+	must(t, reg.RegisterIdentityProviderKind("hooksproxy.misnamed", func(string, json.RawMessage) (points.IdentityProvider, error) {
+		return namedProvider("other"), nil
+	}))
+	must(t, reg.RegisterResolver("host-queue", noopResolver))
+	return reg
+}
+
+func TestLoadFull(t *testing.T) {
+	cfg, err := Load("testdata/full.yaml", configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Source:      "",
+		Listen:      "127.0.0.1:8080",
+		Upstream:    Upstream{BaseURL: "https://api.openai.com", APIKeyEnv: "OPENAI_API_KEY", Timeout: 10 * time.Minute},
+		Agent:       Agent{ID: "support-agent", Framework: "openai-compatible"},
+		Sessions:    Sessions{Header: "X-Agent-Hooks-Session", IdleTimeout: 15 * time.Minute, MaxSessions: 10000},
+		Limits:      Limits{MaxRequestBytes: 8 << 20, MaxBufferedResponseBytes: 32 << 20},
+		Passthrough: []string{"/v1/models", "/v1/models/*"},
+		Records:     Records{File: "records.jsonl", MaxBytes: 64 << 20, MaxBackups: 5},
+		Metrics:     Metrics{Path: "/metrics"},
+		Admin:       Admin{TokenEnv: "HOOKSPROXY_ADMIN_TOKEN"},
+		ToolSeam:    ToolSeam{Transparent: true, MaxAutoTurns: 8},
+	}
+	if cfg.Listen != want.Listen || cfg.Upstream != want.Upstream || cfg.Agent != want.Agent ||
+		cfg.Sessions != want.Sessions || cfg.Limits != want.Limits || !slices.Equal(cfg.Passthrough, want.Passthrough) ||
+		cfg.Records != want.Records || cfg.Metrics != want.Metrics || cfg.Admin != want.Admin || cfg.ToolSeam != want.ToolSeam {
+		t.Fatalf("got %+v", cfg)
+	}
+	if c := cfg.Resolvers["approvers"]; c.Kind != "hooksproxy.console" || string(c.Config) != `{"timeout":"10m"}` {
+		t.Errorf("resolvers %+v", cfg.Resolvers)
+	}
+	d := cfg.Hooks
+	if d == nil || d.ID() != "support-prod" || d.IdentityProvider() != "hmac-sha256-k1" || d.CustomIdentityProvider() == nil ||
+		d.ApprovalResolver() == nil || d.ApprovalRedactor() == nil || d.RecordsMaxBuffered() != 10000 {
+		t.Fatalf("hooks %+v", d)
+	}
+	bs := d.BindingSpecs()
+	if len(bs) != 4 || bs[0].ID != "key-redaction" || string(bs[0].Config) != `{"redact":["sk-proj-[A-Za-z0-9]{20,}"],"packs":{"secrets":"redact"}}` {
+		t.Fatalf("bindings %+v", bs)
+	}
+	if string(bs[1].Config) != `{"deny":["(?i)\\bsecret\\b"],"reason":"secret_in_output"}` || bs[2].Timeout != 2*time.Second || len(bs[3].At) != 8 {
+		t.Errorf("bindings %s %v %v", bs[1].Config, bs[2].Timeout, bs[3].At)
+	}
+}
+
+// The PRODUCT.md example, verbatim.
+func TestLoadProductExample(t *testing.T) {
+	cfg, err := Load("testdata/product.yaml", configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Hooks.Composition().OnApproval != "stop" || len(cfg.Hooks.Bindings()) != 4 || cfg.Records.File != "records.jsonl" {
+		t.Fatalf("%+v", cfg)
+	}
+}
+
+const good = `upstream:
+  base_url: https://api.openai.com
+agent:
+  id: a
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - id: allow
+      kind: hooksproxy.allow_all
+`
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(good), "hooksproxy.yaml", configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != DefaultListen || cfg.Upstream.Timeout != DefaultUpstreamTimeout || cfg.Agent.Framework != DefaultFramework ||
+		cfg.Agent.AllowHeaderOverride || cfg.Sessions.Header != DefaultSessionHeader || cfg.Sessions.IdleTimeout != DefaultIdleTimeout ||
+		cfg.Sessions.MaxSessions != DefaultMaxSessions || cfg.Limits.MaxRequestBytes != DefaultMaxRequestBytes ||
+		cfg.Limits.MaxBufferedResponseBytes != DefaultMaxBufferedResponseBytes || len(cfg.Passthrough) != 0 ||
+		cfg.Records != (Records{}) || cfg.Metrics.Path != DefaultMetricsPath || cfg.Admin.TokenEnv != DefaultAdminTokenEnv ||
+		cfg.ToolSeam != (ToolSeam{MaxAutoTurns: DefaultMaxAutoTurns}) || cfg.Upstream.APIKeyEnv != "" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+	if cfg.Hooks.Mode() != points.Enforce || cfg.Hooks.Timeouts().Interceptor != 5*time.Second {
+		t.Fatalf("hooks defaults")
+	}
+	// JSON is YAML.
+	js := `{"upstream": {"base_url": "http://127.0.0.1:9000/openai/"}, "agent": {"id": "a"},
+	"hooks": {"declaration": "agent-hooks-declaration/1.0", "bindings": []}}`
+	cfg, err = Parse([]byte(js), "hooksproxy.json", configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Upstream.BaseURL != "http://127.0.0.1:9000/openai" || len(cfg.Hooks.Bindings()) != 0 {
+		t.Fatalf("%+v", cfg.Upstream)
+	}
+}
+
+func TestParseSizes(t *testing.T) {
+	for in, want := range map[string]int64{"8MiB": 8 << 20, "512KiB": 512 << 10, "1GiB": 1 << 30, "1048576": 1 << 20, "2 MB": 2e6, "10KB": 10000, "7B": 7} {
+		if got, ok := parseSize(in); !ok || got != want {
+			t.Errorf("%s: %d %v", in, got, ok)
+		}
+	}
+	for _, in := range []string{"", "MiB", "8 mib", "8M", "1.5MiB", "-1", "99999999999999999GiB"} {
+		if _, ok := parseSize(in); ok {
+			t.Errorf("%q accepted", in)
+		}
+	}
+}
+
+func TestParseProblems(t *testing.T) {
+	type want struct {
+		path string
+		line int
+		msg  string // substring
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want []want
+	}{
+		{"unknown key with line", good + "upstream2: {}\n", []want{{"upstream2", 10, "unknown key"}}},
+		{"typo in section", "upstream:\n  base_url: https://x.example\n  timout: 10m\nagent: {id: a}\nhooks: {declaration: agent-hooks-declaration/1.0, bindings: []}\n",
+			[]want{{"upstream.timout", 3, "unknown key"}}},
+		{"inline secret", "upstream:\n  base_url: https://x.example\n  api_key: sk-123\nagent: {id: a}\nhooks: {declaration: agent-hooks-declaration/1.0, bindings: []}\n",
+			[]want{{"upstream.api_key", 3, "inline secrets are not allowed"}}},
+		{"credentials in url", "upstream:\n  base_url: https://u:p@x.example\nagent: {id: a}\nhooks: {declaration: agent-hooks-declaration/1.0, bindings: []}\n",
+			[]want{{"upstream.base_url", 2, "credentials"}}},
+		{"env value not name", good + "admin:\n  token_env: \"abc def\"\n", []want{{"admin.token_env", 11, "environment variable"}}},
+		{"bad duration", good + "sessions:\n  idle_timeout: 15\n", []want{{"sessions.idle_timeout", 11, "Go duration"}}},
+		{"negative duration", good + "sessions:\n  idle_timeout: -1s\n", []want{{"sessions.idle_timeout", 11, "Go duration"}}},
+		{"bad size", good + "limits:\n  max_request_bytes: 8 megs\n", []want{{"limits.max_request_bytes", 11, "size"}}},
+		{"zero size", good + "limits:\n  max_buffered_response_bytes: 0\n", []want{{"limits.max_buffered_response_bytes", 11, "size"}}},
+		{"bool type", good + "tool_seam:\n  transparent: yes please\n", []want{{"tool_seam.transparent", 11, "true or false"}}},
+		{"int range", good + "tool_seam:\n  max_auto_turns: 0\n", []want{{"tool_seam.max_auto_turns", 11, "from 1"}}},
+		{"string type", good + "listen: 8080\n", []want{{"listen", 10, "must be a string"}}},
+		{"listen form", good + "listen: localhost\n", []want{{"listen", 10, "host:port"}}},
+		{"bypass", good + "passthrough: [/v1/models, /v1/*, /v1/chat/completions, /V1/Chat/Completions/, /v1/chat/*, /agent-hooks/v1/records, /v1/responses/x, /healthz]\n", []want{
+			{"passthrough[1]", 10, "bypass"}, {"passthrough[2]", 10, "bypass"}, {"passthrough[3]", 10, "bypass"}, {"passthrough[4]", 10, "bypass"},
+			{"passthrough[5]", 10, "bypass"}, {"passthrough[6]", 10, "bypass"}, {"passthrough[7]", 10, "bypass"}}},
+		{"unknown key mentioning tokens", good + "limits:\n  max_tokens: 5\n", []want{{"limits.max_tokens", 11, "unknown key"}}},
+		{"inline admin token", good + "admin:\n  token: abc\n", []want{{"admin.token", 11, "inline secrets"}}},
+		{"unclean path", good + "passthrough:\n  - v1/models\n  - /v1/../x\n", []want{{"passthrough[0]", 11, "clean"}, {"passthrough[1]", 12, "clean"}}},
+		{"metrics path", good + "metrics: {path: /v1/metrics}\n", []want{{"metrics.path", 10, "outside"}}},
+		{"framework", good + "agent2: 1\n", []want{{"agent2", 10, "unknown key"}}},
+		{"duplicate key", good + "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", []want{{"listen", 11, "duplicate key (first at line 10)"}}},
+		{"section type", good + "limits: [1]\n", []want{{"limits", 10, "must be a mapping"}}},
+		{"missing required", "listen: 127.0.0.1:8080\n", []want{{"upstream.base_url", 1, "required"}, {"agent.id", 1, "required"}, {"hooks", 1, "required"}}},
+		{"empty file", "", []want{{"upstream.base_url", 1, "required"}, {"agent.id", 1, "required"}, {"hooks", 1, "required"}}},
+		{"not a mapping", "- a\n", []want{{"", 1, "must be a mapping"}}},
+		{"yaml syntax", good + "records: {file: [\n", []want{{"", 10, "did not find expected node content"}}},
+		{"two documents", good + "---\nlisten: x\n", []want{{"", 10, "one YAML document"}}},
+		{"merge key", good + "x: &a {file: r.jsonl}\n", []want{{"x", 10, "unknown key"}}},
+		{"component name", good + "resolvers:\n  Bad: {kind: hooksproxy.console}\n", []want{{"resolvers.Bad", 11, "names must match"}}},
+		{"component unknown kind", good + "resolvers:\n  q: {kind: hooksproxy.nope}\n", []want{{"resolvers.q.kind", 11, "unknown kind"}}},
+		{"component refused", good + "resolvers:\n  q: {kind: hooksproxy.fails}\n", []want{{"resolvers.q", 11, "no queue"}}},
+		{"component kind missing", good + "resolvers:\n  q: {config: {}}\n", []want{{"resolvers.q.kind", 11, "required"}}},
+		{"component inline secret", good + "identity_providers:\n  hmac-k: {kind: hooksproxy.hmac, config: {key: abc}}\n", []want{{"identity_providers.hmac-k.config.key", 11, "inline secrets"}}},
+		{"component shadows host", good + "resolvers:\n  host-queue: {kind: hooksproxy.console}\n", []want{{"resolvers.host-queue", 11, "already registered"}}},
+		{"provider misnamed", good + "identity_providers:\n  prov: {kind: hooksproxy.misnamed}\n", []want{{"identity_providers.prov", 11, "named \"other\""}}},
+		{"provider jcs name", good + "identity_providers:\n  jcs-x: {kind: hooksproxy.hmac}\n", []want{{"identity_providers.jcs-x", 11, "not begin with jcs"}}},
+	}
+	reg := configRegistry(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), "hooksproxy.yaml", reg)
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("err = %v", err)
+			}
+			if len(ps.List) != len(tt.want) {
+				t.Fatalf("got %d problems, want %d:\n%v", len(ps.List), len(tt.want), ps)
+			}
+			for i, w := range tt.want {
+				got := ps.List[i]
+				if got.Path != w.path || got.Line != w.line || !strings.Contains(got.Msg, w.msg) {
+					t.Errorf("problem %d = %+v, want %+v", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseHooksProblems(t *testing.T) {
+	head := "upstream: {base_url: https://x.example}\nagent: {id: a}\n" // lines 1-2
+	tests := []struct {
+		name  string
+		hooks string // starts at line 3
+		path  string
+		line  int
+		class string
+	}{
+		{"invalid enum", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    mode: audit\n  bindings: []\n",
+			"hooks.configuration.mode", 6, ClassInvalidField},
+		{"unknown nested", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    composition: {profile: sequential/first_deny, on_timeout: deny}\n  bindings: []\n",
+			"hooks.configuration.composition.on_timeout", 6, ClassUnknownField},
+		{"unknown top", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  policy: {}\n  bindings: []\n",
+			"hooks.policy", 5, ClassUnknownField},
+		{"version", "hooks:\n  bindings: []\n", "hooks.declaration", 3, ClassVersionUnsupported},
+		{"version number", "hooks:\n  declaration: 1.0\n  bindings: []\n", "hooks.declaration", 4, ClassVersionUnsupported},
+		{"missing id", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - kind: hooksproxy.allow_all\n",
+			"hooks.bindings[0].id", 6, ClassInvalidField},
+		{"duplicate id", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - {id: a, kind: hooksproxy.allow_all}\n    - {id: a, kind: hooksproxy.allow_all}\n",
+			"hooks.bindings[1].id", 7, ClassInconsistent},
+		{"unconsulted knob", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    composition:\n      profile: sequential/run_all\n      on_approval: resume\n  bindings: []\n",
+			"hooks.configuration.composition.on_approval", 8, ClassInconsistent},
+		{"surface profile key", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  surface:\n    profiles:\n      sequential/run_all: {on_approval: [stop]}\n  bindings: []\n",
+			"hooks.surface.profiles.sequential/run_all.on_approval", 7, ClassUnknownField},
+		{"unknown kind", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - id: a\n      kind: hooksproxy.nope\n",
+			"hooks.bindings[0].kind", 7, ClassKindUnknown},
+		{"rejected", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - id: a\n      kind: hooksproxy.reject\n",
+			"hooks.bindings[0]", 6, ClassBindingRejected},
+		{"kind config", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - id: a\n      kind: hooksproxy.content\n      config: [1]\n",
+			"hooks.bindings[0]", 6, ClassBindingRejected},
+		{"unresolved", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    approval: {resolver: nobody}\n  bindings: []\n",
+			"hooks.configuration.approval.resolver", 6, ClassReferenceUnresolved},
+		{"floor", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  surface:\n    interception_points: [agent_startup, input, output, pre_tool_call, post_tool_call]\n    capabilities: [host_declaration, tool_calls]\n  bindings: []\n",
+			"hooks.surface.interception_points", 6, ClassInconsistent},
+		{"duplicate yaml key", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings: []\n  bindings: []\n",
+			"hooks.bindings", 6, ClassMalformed},
+		{"non-finite", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  extensions: {acme: .inf}\n  bindings: []\n",
+			"hooks.extensions.acme", 5, ClassMalformed},
+		{"float timeout", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    timeouts: {interceptor_ms: 5000.0}\n  bindings: []\n",
+			"hooks.configuration.timeouts.interceptor_ms", 6, ClassInvalidField},
+		{"hooks scalar", "hooks: 5\n", "hooks", 3, ""},
+	}
+	reg := configRegistry(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(head+tt.hooks), "h.yaml", reg)
+			var ps *Problems
+			if !errors.As(err, &ps) {
+				t.Fatalf("err = %v", err)
+			}
+			got := ps.List[0]
+			if len(ps.List) != 1 || got.Path != tt.path || got.Line != tt.line || !strings.HasPrefix(got.Msg, tt.class) {
+				t.Fatalf("problems:\n%v\nwant %s at line %d (%s)", ps, tt.path, tt.line, tt.class)
+			}
+		})
+	}
+}
+
+func TestParseAllProblemsAtOnce(t *testing.T) {
+	src := `listen: 127.0.0.1:8080
+upstream:
+  base_url: https://api.openai.com
+  timout: 10m
+agent:
+  id: a
+  framework: Open AI
+limits:
+  max_request_bytes: lots
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  configuration:
+    mode: audit
+  bindings: []
+`
+	_, err := Parse([]byte(src), "hooksproxy.yaml", configRegistry(t))
+	want := `hooksproxy.yaml:4: upstream.timout: unknown key
+hooksproxy.yaml:7: agent.framework: must match ^[a-z0-9_-]+$
+hooksproxy.yaml:9: limits.max_request_bytes: must be a positive size such as 8MiB, 512KiB or 1048576
+hooksproxy.yaml:13: hooks.configuration.mode: declaration_error:invalid_field: "audit" is not one of enforce, evaluate_only`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestParseHooksFile(t *testing.T) {
+	dir := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(dir, "decl.json"), []byte(`{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"hooksproxy.allow_all"}]}`), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte(`{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"hooksproxy.nope"}]}`), 0o600))
+	src := "upstream: {base_url: https://x.example}\nagent: {id: a}\nhooks: decl.json\n"
+	must(t, os.WriteFile(filepath.Join(dir, "hp.yaml"), []byte(src), 0o600))
+	cfg, err := Load(filepath.Join(dir, "hp.yaml"), configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Hooks.Bindings()) != 1 {
+		t.Fatal("bindings")
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "hp.yaml"), []byte(strings.Replace(src, "decl.json", "bad.json", 1)), 0o600))
+	_, err = Load(filepath.Join(dir, "hp.yaml"), configRegistry(t))
+	var ps *Problems
+	if !errors.As(err, &ps) || ps.List[0].Path != "hooks.bindings[0].kind" || ps.List[0].Line != 3 || !strings.Contains(ps.List[0].Msg, ClassKindUnknown) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), configRegistry(t)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestParseWithoutFactories(t *testing.T) {
+	type bare struct{ Registry }
+	_, err := Parse([]byte(good+"resolvers:\n  q: {kind: hooksproxy.console}\n"), "x.yaml", bare{configRegistry(t)})
+	var ps *Problems
+	if !errors.As(err, &ps) || len(ps.List) != 1 || ps.List[0].Path != "resolvers.q" {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, p := range []string{"testdata/full.yaml", "testdata/product.yaml"} {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte(good))
+	f.Add([]byte(good + "x: &a [*a]\n"))
+	f.Add([]byte("a: &a [1,2]\nb: &b [*a,*a,*a]\nhooks: {extensions: {x: [*b,*b,*b]}}\n"))
+	f.Add([]byte("{\"upstream\": {\"base_url\": \"https://x\"}}"))
+	reg := configRegistry(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, "fuzz.yaml", reg)
+		if err != nil {
+			var ps *Problems
+			if !errors.As(err, &ps) || len(ps.List) == 0 {
+				t.Fatalf("error %v is not *Problems", err)
+			}
+			_ = ps.Error()
+			return
+		}
+		if cfg == nil || cfg.Hooks == nil || cfg.Agent.ID == "" || cfg.Upstream.BaseURL == "" {
+			t.Fatalf("accepted an incomplete config: %+v", cfg)
+		}
+	})
+}

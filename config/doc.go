@@ -1,0 +1,62 @@
+// Package config loads hooksproxy's configuration: the YAML config file and
+// the AGENT-HOOKS host declaration document (agent-hooks-declaration/1.0)
+// that its hooks block holds.
+//
+// # Host declarations
+//
+// LoadDeclaration and LoadDeclarationFile run the spec's pipeline (§7.7.6)
+// and refuse a document with exactly one *DeclarationError class, the first
+// failing step: unreadable, malformed, version_unsupported,
+// spec_unsupported, unknown_field, invalid_field, inconsistent,
+// surface_unsupported, reference_unresolved, kind_unknown,
+// binding_rejected. A loaded *Declaration is sealed: every default filled,
+// every binding resolved to a points.Interceptor through a Registry, and
+// Canonical returns the RFC 8785 form of the resolved document.
+//
+// # Config file
+//
+// YAML (JSON is valid YAML), strict: an unknown key, a wrong type or a
+// duplicate key is a problem at every level, and Parse reports every problem
+// at once as *Problems ("file:line: path: message"). Secrets are named by
+// environment variable (*_env keys) and never written inline. Keys, with
+// defaults:
+//
+//	listen: 127.0.0.1:8080           host:port
+//	upstream:
+//	  base_url: (required)            http(s) URL, no credentials, query or fragment
+//	  api_key_env: ""                 env var replacing the client's Authorization
+//	  timeout: 10m                    Go duration
+//	agent:
+//	  id: (required)
+//	  framework: openai-compatible    ^[a-z0-9_-]+$
+//	  allow_header_override: false
+//	sessions:
+//	  header: X-Agent-Hooks-Session
+//	  idle_timeout: 15m
+//	  max_sessions: 10000
+//	limits:                           sizes: 1048576, 512KiB, 8MiB, 1GiB, 10KB, 2MB
+//	  max_request_bytes: 8MiB
+//	  max_buffered_response_bytes: 32MiB
+//	passthrough: []                   exact paths, or a prefix ending in *; none may
+//	                                  cover /v1/chat/completions, /v1/responses,
+//	                                  /v1/messages, /agent-hooks, /healthz, /readyz
+//	records:
+//	  file: ""                        JSONL path; absent writes no file
+//	  fsync: false
+//	  max_bytes: 0                    rotate at this size; 0 never rotates
+//	  max_backups: 0                  rotated files kept; 0 keeps all
+//	metrics: {path: /metrics}
+//	admin: {token_env: HOOKSPROXY_ADMIN_TOKEN}
+//	tool_seam: {transparent: false, max_auto_turns: 8}
+//	resolvers:          {<name>: {kind: <kind>, config: {...}}}
+//	redactors:          {<name>: {kind: <kind>, config: {...}}}
+//	identity_providers: {<name>: {kind: <kind>, config: {...}}}
+//	hooks: (required)                 a host declaration written in YAML, or the
+//	                                  path of a declaration JSON file
+//
+// The hooks block follows the declaration rules exactly (its findings are
+// reported at their config path and line); binding and component config
+// blobs are handed to their kind as JSON and validated there, except that a
+// top-level key naming an inline secret (api_key, token, key, ...) is
+// refused here.
+package config

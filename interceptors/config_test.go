@@ -1,0 +1,133 @@
+package interceptors
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestBadConfigs checks that every kind refuses bad config at load, naming
+// the offending member's path, and never echoes the configured value.
+func TestBadConfigs(t *testing.T) {
+	tests := []struct {
+		kind, config, path string
+	}{
+		{KindAllowAll, `{"x":1}`, "config.x"},
+		{KindAllowAll, `[1]`, "config"},
+		{KindAllowAll, `{`, "config"},
+
+		{KindRules, `{}`, "config.rules"},
+		{KindRules, `{"rules":[{"at":"pre_tool_call"}]}`, "config.rules[0].return"},
+		{KindRules, `{"rules":[{"return":{"decision":"allow"},"extra":1}]}`, "config.rules[0].extra"},
+		{KindRules, `{"rules":[{"at":"nowhere","return":{"decision":"allow"}}]}`, "config.rules[0].at"},
+		{KindRules, `{"rules":[{"at":["input","bogus"],"return":{"decision":"allow"}}]}`, "config.rules[0].at[1]"},
+		{KindRules, `{"rules":[{"at":[],"return":{"decision":"allow"}}]}`, "config.rules[0].at"},
+		{KindRules, `{"rules":[{"return":{"decision":"escalate"}}]}`, "config.rules[0].return"},
+		{KindRules, `{"rules":[{"return":{"decision":"deny","reason":"host_error:x"}}]}`, "config.rules[0].return"},
+		{KindRules, `{"rules":[{"return":{"decision":"allow","approval":{}}}]}`, "config.rules[0].return"},
+		{KindRules, `{"rules":[{"match":{"tool_call.name":{"regex":"("}},"return":{"decision":"deny"}}]}`, "config.rules[0].match[\"tool_call.name\"].regex"},
+		{KindRules, `{"rules":[{"match":{"a[x]":1},"return":{"decision":"deny"}}]}`, `config.rules[0].match["a[x]"]`},
+		{KindRules, `{"rules":[{"return":{"decision":"allow"}}],"default":{"decision":"nope"}}`, "config.default"},
+		{KindRules, `{"rules":[],"rules":[]}`, "config.rules"},
+
+		{KindContent, `{}`, "config"},
+		{KindContent, `{"deny":["ok","(unclosed"]}`, "config.deny[1]"},
+		{KindContent, `{"deny":["a*"]}`, "config.deny[0]"},
+		{KindContent, `{"deny":[7]}`, "config.deny[0]"},
+		{KindContent, `{"deny":"x"}`, "config.deny"},
+		{KindContent, `{"redact":[{"name":"bad name!","regex":"x"}]}`, "config.redact[0].name"},
+		{KindContent, `{"redact":[{"name":"n"}]}`, "config.redact[0].regex"},
+		{KindContent, `{"redact":[{"regex":"x","flags":"i"}]}`, "config.redact[0].flags"},
+		{KindContent, `{"packs":{"secrets":"block"}}`, "config.packs.secrets"},
+		{KindContent, `{"packs":{"passwords":"deny"}}`, "config.packs.passwords"},
+		{KindContent, `{"deny":["x"],"reason":"host_error:interceptor_failed"}`, "config.reason"},
+		{KindContent, `{"deny":["x"],"reasons":{"deny":"host_error:x"}}`, "config.reasons.deny"},
+		{KindContent, `{"deny":["x"],"reasons":{"block":"r"}}`, "config.reasons.block"},
+		{KindContent, `{"redact":["REDACTED"]}`, "config.mask"},
+		{KindContent, `{"redact":["x"],"mask":"xx"}`, "config.mask"},
+		{KindContent, `{"deny":["x"],"targets":["a"]}`, "config.targets"},
+
+		{KindTools, `{}`, "config"},
+		{KindTools, `{"deny":["[a-"]}`, "config.deny[0]"},
+		{KindTools, `{"allow":["ok",""]}`, "config.allow[1]"},
+		{KindTools, `{"escalate":["x\\"]}`, "config.escalate[0]"},
+		{KindTools, `{"args":[{"tool":"x","regex":"a"}]}`, "config.args[0].path"},
+		{KindTools, `{"args":[{"path":"url"}]}`, "config.args[0]"},
+		{KindTools, `{"args":[{"path":"url","not_regex":"(?P<"}]}`, "config.args[0].not_regex"},
+		{KindTools, `{"args":[{"path":"url","regex":"a","reason":"host_error:x"}]}`, "config.args[0].reason"},
+		{KindTools, `{"egress":{}}`, "config.egress"},
+		{KindTools, `{"egress":{"allow_domains":["https://x.com/"]}}`, "config.egress.allow_domains[0]"},
+		{KindTools, `{"egress":{"allow_domains":["ok.com"],"deny_domains":["*"]}}`, "config.egress.deny_domains[0]"},
+		{KindTools, `{"egress":{"allow":["x.com"]}}`, "config.egress.allow"},
+		{KindTools, `{"deny":["x"],"reasons":{"deny":"host_error:y"}}`, "config.reasons.deny"},
+
+		{KindBudget, `{}`, "config"},
+		{KindBudget, `{"max_model_calls":-1}`, "config.max_model_calls"},
+		{KindBudget, `{"max_model_calls":1.5}`, "config.max_model_calls"},
+		{KindBudget, `{"max_model_calls":"3"}`, "config.max_model_calls"},
+		{KindBudget, `{"max_elapsed":"forever"}`, "config.max_elapsed"},
+		{KindBudget, `{"max_elapsed":"-1s"}`, "config.max_elapsed"},
+		{KindBudget, `{"max_elapsed":10}`, "config.max_elapsed"},
+		{KindBudget, `{"max_tool_calls":1,"scope":"tenant"}`, "config.scope"},
+		{KindBudget, `{"max_tool_calls":1,"max_sessions":0}`, "config.max_sessions"},
+		{KindBudget, `{"max_tool_calls":1,"max_tokens":5}`, "config.max_tokens"},
+
+		{KindModels, `{}`, "config"},
+		{KindModels, `{"allow":["gpt-[4"]}`, "config.allow[0]"},
+		{KindModels, `{"allow":["x"],"reason":"host_error:x"}`, "config.reason"},
+
+		{KindCEL, `{}`, "config.rules"},
+		{KindCEL, `{"rules":[{"verdict":{"decision":"deny"}}]}`, "config.rules[0].when"},
+		{KindCEL, `{"rules":[{"when":"true"}]}`, "config.rules[0].verdict"},
+		{KindCEL, `{"rules":[{"when":"true","verdict":{"decision":"allow"}},{"when":"ctx.a ==","verdict":{"decision":"allow"}}]}`, "config.rules[1].when"},
+		{KindCEL, `{"rules":[{"when":"1 + 2","verdict":{"decision":"allow"}}]}`, "config.rules[0].when"},
+		{KindCEL, `{"rules":[{"when":"undeclared.x","verdict":{"decision":"allow"}}]}`, "config.rules[0].when"},
+		{KindCEL, `{"rules":[{"when":"true","verdict":{"decision":"transform"}}]}`, "config.rules[0].verdict"},
+		{KindCEL, `{"rules":[{"when":"true","verdict":{"decision":"allow"}}],"cost_limit":0}`, "config.cost_limit"},
+
+		{KindWebhook, `{}`, "config.url"},
+		{KindWebhook, `{"url":"ftp://x"}`, "config.url"},
+		{KindWebhook, `{"url":"/relative"}`, "config.url"},
+		{KindWebhook, `{"url":"http://u:p@h/"}`, "config.url"},
+		{KindWebhook, `{"url":"http://h/","timeout":"soon"}`, "config.timeout"},
+		{KindWebhook, `{"url":"http://h/","headers_from_env":{"Bad Header":"X"}}`, `config.headers_from_env["Bad Header"]`},
+		{KindWebhook, `{"url":"http://h/","headers_from_env":{"Authorization":"UNSET_VAR"}}`, "config.headers_from_env.Authorization"},
+		{KindWebhook, `{"url":"http://h/","method":"GET"}`, "config.method"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+" "+tt.config, func(t *testing.T) {
+			_, err := kind(t, tt.kind).New("b1", []byte(tt.config), Env{})
+			wantConfigError(t, err, tt.path)
+			if !strings.HasPrefix(err.Error(), tt.path+": ") {
+				t.Errorf("message %q does not start with its path", err)
+			}
+			for _, secret := range []string{"(unclosed", "gpt-[4", "https://x.com/", "UNSET_VAR_VALUE"} {
+				if strings.Contains(tt.config, secret) && strings.Contains(err.Error(), secret) {
+					t.Errorf("error echoes the configured value %q: %v", secret, err)
+				}
+			}
+		})
+	}
+}
+
+// TestNilAndNullConfig: an absent config is {} for kinds that need nothing.
+func TestNilAndNullConfig(t *testing.T) {
+	for _, cfg := range [][]byte{nil, []byte(""), []byte("null"), []byte("{}"), []byte(" {} ")} {
+		if _, err := newAllowAll("b", cfg, Env{}); err != nil {
+			t.Errorf("allow_all %q: %v", cfg, err)
+		}
+	}
+}
+
+// TestBuiltinsComplete lists every kind of PRODUCT.md once, documented.
+func TestBuiltinsComplete(t *testing.T) {
+	want := []string{KindAllowAll, KindRules, KindContent, KindTools, KindBudget, KindModels, KindCEL, KindWebhook}
+	got := Builtins()
+	if len(got) != len(want) {
+		t.Fatalf("got %d kinds, want %d", len(got), len(want))
+	}
+	for i, k := range got {
+		if k.Name != want[i] || k.Doc == "" || k.New == nil {
+			t.Errorf("kind %d = %+v", i, k)
+		}
+	}
+}

@@ -1,0 +1,175 @@
+package interceptors
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+func TestContentActions(t *testing.T) {
+	const cfg = `{
+	  "deny": [{"name": "launch_code", "regex": "LAUNCH-[0-9]{4}"}],
+	  "escalate": ["(?i)wire transfer"],
+	  "redact": ["sk-proj-[A-Za-z0-9]{20,}"],
+	  "warn": ["(?i)\\bpassword\\b"],
+	  "packs": {"pii": "redact"}
+	}`
+	ic := build(t, KindContent, cfg)
+	tests := []struct {
+		name string
+		ctx  *points.Context
+		want string
+	}{
+		{"clean", outputCtx(t, `"hello"`), "allow"},
+		{"deny beats everything", outputCtx(t, `{"a":"wire transfer","b":["x LAUNCH-1234 sk-proj-AAAAAAAAAAAAAAAAAAAAAAAA"]}`), "deny content_denied"},
+		{"escalate beats redact", outputCtx(t, `"wire TRANSFER to bob@example.com"`), "escalate content_escalated"},
+		{"redact", outputCtx(t, `"mail bob@example.com"`), "transform content_redacted"},
+		{"warn", outputCtx(t, `"my password is hunter2"`), "warn content_warning"},
+		{"keys are not scanned", preTool(t, "t", `{"LAUNCH-1234":"x"}`), "allow"},
+		{"numbers are not strings", preTool(t, "t", `{"n":4111111111111111}`), "allow"},
+		{"redact degrades to warn at agent_startup", startupCtx(t, `["bob@example.com"]`), "warn content_redacted"},
+		{"shutdown summary is clean", mkCtx(t, points.AgentShutdown, `{"summary":{"reason":"completed"}}`), "allow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := verdictSummary(run(t, ic, tt.ctx)); got != tt.want {
+				t.Errorf("verdict = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestContentMessagesArePayloadFree: messages name patterns, never text.
+func TestContentMessagesArePayloadFree(t *testing.T) {
+	ic := build(t, KindContent, `{"deny":[{"name":"code","regex":"LAUNCH-[0-9]{4}"}],"packs":{"secrets":"escalate"}}`)
+	v := run(t, ic, outputCtx(t, `"LAUNCH-1234"`))
+	if strings.Contains(v.Message, "1234") || !strings.Contains(v.Message, `"code"`) {
+		t.Errorf("deny message = %q", v.Message)
+	}
+	key := "ghp_" + strings.Repeat("a1B2", 9)
+	v = run(t, ic, outputCtx(t, quoteJSON("token "+key)))
+	if !v.Liftable() || strings.Contains(v.Message, key) || !strings.Contains(v.Message, "github_token") {
+		t.Errorf("escalate verdict = %+v", v)
+	}
+	ic = build(t, KindContent, `{"deny":["x"],"reason":"secret_in_output","message":"no"}`)
+	if v := run(t, ic, outputCtx(t, `"x"`)); v.Reason != "secret_in_output" || v.Message != "no" {
+		t.Errorf("configured reason/message: %+v", v)
+	}
+	ic = build(t, KindContent, `{"deny":["x"],"warn":["y"],"reason":"all","reasons":{"warn":"just_warn"}}`)
+	if v := run(t, ic, outputCtx(t, `"y"`)); v.Warnings[0].Reason != "just_warn" {
+		t.Errorf("per-action reason: %+v", v)
+	}
+	if v := run(t, ic, outputCtx(t, `"x"`)); v.Reason != "all" {
+		t.Errorf("shared reason: %+v", v)
+	}
+}
+
+// TestContentRedactTransform checks the transform: the narrowest
+// expressible path, the value byte-identical except for the masks, and that
+// the emitter can apply it.
+func TestContentRedactTransform(t *testing.T) {
+	ic := build(t, KindContent, `{"redact":[{"name":"key","regex":"sk-proj-[A-Za-z0-9]{20,}"}],"packs":{"secrets":"redact"}}`)
+	key := "sk-proj-" + strings.Repeat("Ab1", 8)
+	tests := []struct {
+		name      string
+		ctx       *points.Context
+		path      string
+		value     string
+		afterPath string // where to look in the emitted context
+		after     string
+	}{
+		{
+			name:  "single string at depth",
+			ctx:   preTool(t, "http", `{"headers": {"auth": "Bearer `+key+`", "x": 1}, "body": "plain"}`),
+			path:  "$target.headers.auth", value: `"Bearer [REDACTED:key]"`,
+			afterPath: "tool_call.args", after: `{"headers": {"auth": "Bearer [REDACTED:key]", "x": 1}, "body": "plain"}`,
+		},
+		{
+			name:  "two strings share a parent",
+			ctx:   postTool(t, "t", `{}`, `{"rows": [ {"k": "`+key+`"}, {"k": "ok"}, {"k": "`+key+`"} ], "n": 2}`),
+			path:  "$target.rows", value: `[ {"k": "[REDACTED:key]"}, {"k": "ok"}, {"k": "[REDACTED:key]"} ]`,
+			afterPath: "tool_result.value.rows.2.k", after: `"[REDACTED:key]"`,
+		},
+		{
+			name:  "key outside the path grammar stops the path",
+			ctx:   preTool(t, "t", `{"a b": {"c": "`+key+`"}}`),
+			path:  "$target", value: `{"a b": {"c": "[REDACTED:key]"}}`,
+			afterPath: "target", after: `{"a b": {"c": "[REDACTED:key]"}}`,
+		},
+		{
+			name:  "whole target is a string",
+			ctx:   postTool(t, "t", `{}`, quoteJSON("k="+key+" <tag> & é")),
+			path:  "$target", value: `"k=[REDACTED:key] <tag> & é"`,
+			afterPath: "tool_result.value", after: `"k=[REDACTED:key] <tag> & é"`,
+		},
+		{
+			name:  "escapes elsewhere kept byte for byte",
+			ctx:   outputCtx(t, `{"a":"\u00e9\n","b":["`+key+`"]}`),
+			path:  "$target.content.b[0]", value: `"[REDACTED:key]"`,
+			afterPath: "output.content", after: `{"a":"\u00e9\n","b":["[REDACTED:key]"]}`,
+		},
+		{
+			name:  "anthropic key named as such",
+			ctx:   outputCtx(t, `"sk-ant-api03-`+strings.Repeat("x", 30)+`"`),
+			path:  "$target.content", value: `"[REDACTED:anthropic_key]"`,
+			afterPath: "output.content", after: `"[REDACTED:anthropic_key]"`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := run(t, ic, tt.ctx)
+			if v.Decision != points.DecisionTransform {
+				t.Fatalf("verdict = %+v", v)
+			}
+			if v.Transform.Path != tt.path || string(v.Transform.Value) != tt.value {
+				t.Errorf("transform = %s %s\nwant        %s %s", v.Transform.Path, v.Transform.Value, tt.path, tt.value)
+			}
+			if strings.Contains(v.Message, key) {
+				t.Errorf("message carries the key: %q", v.Message)
+			}
+			// Through the emitter: the transform applies and is written back.
+			em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "c", Interceptor: ic}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := em.EmitContext(context.Background(), tt.ctx.Raw())
+			if !res.Record.Proceeds() {
+				t.Fatalf("emission did not proceed: %+v", res.Record.Verdict)
+			}
+			if got := gjson.GetBytes(res.Context, tt.afterPath).Raw; got != tt.after {
+				t.Errorf("after emission %s = %s, want %s", tt.afterPath, got, tt.after)
+			}
+		})
+	}
+}
+
+// TestContentRedactMergesOverlaps: two patterns overlapping on one secret
+// are masked as one span, so no fragment of either survives.
+func TestContentRedactMergesOverlaps(t *testing.T) {
+	ic := build(t, KindContent, `{"redact":[{"name":"a","regex":"abc123"},{"name":"b","regex":"123xyz"}]}`)
+	v := run(t, ic, outputCtx(t, `"-abc123xyz-"`))
+	if got := string(v.Transform.Value); got != `"-[REDACTED:a]-"` {
+		t.Errorf("value = %s", got)
+	}
+}
+
+func TestContentCustomMask(t *testing.T) {
+	ic := build(t, KindContent, `{"redact":["\\d{3}-\\d{4}"],"mask":"<{name}>"}`)
+	v := run(t, ic, outputCtx(t, `"call 555-1234 or 555-9876"`))
+	if got := string(v.Transform.Value); got != `"call <redact_0> or <redact_0>"` {
+		t.Errorf("value = %s", got)
+	}
+}
+
+func TestContentCancelled(t *testing.T) {
+	ic := build(t, KindContent, `{"deny":["x"]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := ic.Intercept(ctx, outputCtx(t, `"x"`)); err == nil {
+		t.Fatal("cancelled call answered")
+	}
+}

@@ -1,0 +1,141 @@
+package interceptors
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+func TestTools(t *testing.T) {
+	const cfg = `{
+	  "allow": ["read_*", "fetch", "write_file", "github/*"],
+	  "deny": ["delete_files", "shell_*"],
+	  "escalate": ["send_email", "write_file"],
+	  "args": [
+	    {"tool": "write_file", "path": "path", "regex": "^/workspace/", "required": true},
+	    {"tool": "read_*", "path": "path", "not_regex": "\\.\\.", "reason": "path_traversal"},
+	    {"tool": "fetch", "path": "headers.#.name", "not_regex": "(?i)^cookie$"}
+	  ],
+	  "egress": {"allow_domains": ["api.example.com", "*.docs.example.com", ".corp.example"], "deny_domains": ["evil.corp.example"]}
+	}`
+	ic := build(t, KindTools, cfg)
+	tests := []struct {
+		name string
+		ctx  *points.Context
+		want string
+	}{
+		{"allowed", preTool(t, "read_file", `{"path":"/workspace/a"}`), "allow"},
+		{"deny glob", preTool(t, "shell_exec", `{}`), "deny tool_denied"},
+		{"deny beats allow", preTool(t, "delete_files", `{}`), "deny tool_denied"},
+		{"not allowed", preTool(t, "format_disk", `{}`), "deny tool_not_allowed"},
+		{"escalate-only name counts as allowed", preTool(t, "send_email", `{"to":"x"}`), "escalate tool_escalated"},
+		{"star crosses slash", preTool(t, "github/create_issue", `{}`), "allow"},
+		{"args regex ok then escalate", preTool(t, "write_file", `{"path":"/workspace/x"}`), "escalate tool_escalated"},
+		{"args violation beats escalate", preTool(t, "write_file", `{"path":"/etc/passwd"}`), "deny tool_args_violation"},
+		{"required arg missing", preTool(t, "write_file", `{}`), "deny tool_args_violation"},
+		{"not_regex with rule reason", preTool(t, "read_file", `{"path":"../../etc"}`), "deny path_traversal"},
+		{"optional arg absent", preTool(t, "read_file", `{}`), "allow"},
+		{"multi-valued path", preTool(t, "fetch", `{"headers":[{"name":"Accept"},{"name":"Cookie"}]}`), "deny tool_args_violation"},
+		{"egress allowed exact", preTool(t, "fetch", `{"url":"https://api.example.com/v1"}`), "allow"},
+		{"egress allowed subdomain", preTool(t, "fetch", `{"url":"https://a.docs.example.com/x"}`), "allow"},
+		{"egress *. excludes apex", preTool(t, "fetch", `{"url":"https://docs.example.com/x"}`), "deny egress_denied"},
+		{"egress . includes apex", preTool(t, "fetch", `{"url":"http://corp.example/"}`), "allow"},
+		{"egress . includes sub", preTool(t, "fetch", `{"url":"http://x.corp.example/"}`), "allow"},
+		{"egress deny wins", preTool(t, "fetch", `{"url":"http://evil.corp.example/"}`), "deny egress_denied"},
+		{"egress not allowed", preTool(t, "fetch", `{"url":"https://evil.com/"}`), "deny egress_denied"},
+		{"egress suffix trick", preTool(t, "fetch", `{"url":"https://evilapi.example.com/"}`), "deny egress_denied"},
+		{"egress userinfo trick", preTool(t, "fetch", `{"url":"https://api.example.com@evil.com/"}`), "deny egress_denied"},
+		{"egress url inside text", preTool(t, "fetch", `{"q":["see (https://evil.com/x), ok"]}`), "deny egress_denied"},
+		{"egress trailing punctuation", preTool(t, "fetch", `{"q":"see https://api.example.com."}`), "allow"},
+		{"egress case and trailing dot", preTool(t, "fetch", `{"url":"HTTPS://API.EXAMPLE.COM./"}`), "allow"},
+		{"egress unparseable", preTool(t, "fetch", `{"url":"http://[::1"}`), "deny egress_denied"},
+		{"egress file url has no host", preTool(t, "fetch", `{"url":"file:///etc/hosts"}`), "allow"},
+		{"egress keys not scanned", preTool(t, "fetch", `{"https://evil.com":"x"}`), "allow"},
+		{"other points allow", outputCtx(t, `"shell_exec"`), "allow"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := run(t, ic, tt.ctx)
+			if got := verdictSummary(v); got != tt.want {
+				t.Errorf("verdict = %q (%s), want %q", got, v.Message, tt.want)
+			}
+			if strings.Contains(v.Message, "evil") || strings.Contains(v.Message, "/etc") {
+				t.Errorf("message carries payload: %q", v.Message)
+			}
+		})
+	}
+}
+
+// TestToolsPostModelCall checks every requested call before release; the
+// most severe finding wins and names the call by index.
+func TestToolsPostModelCall(t *testing.T) {
+	ic := build(t, KindTools, `{"deny":["shell_*"],"escalate":["send_email"],"egress":{"allow_domains":["ok.com"]}}`)
+	tests := []struct {
+		name, calls, want, msg string
+	}{
+		{"none", `[]`, "allow", ""},
+		{"fine", `[{"id":"a","name":"fetch","args":{"u":"https://ok.com"}}]`, "allow", ""},
+		{"escalate then deny", `[{"id":"a","name":"send_email","args":{}},{"id":"b","name":"shell_rm","args":{}}]`, "deny tool_denied", "response.tool_calls[1]"},
+		{"egress beats escalate", `[{"id":"a","name":"send_email","args":{}},{"id":"b","name":"x","args":{"u":"https://no.com"}}]`, "deny egress_denied", "response.tool_calls[1]"},
+		{"escalate", `[{"name":"x","args":{}},{"name":"send_email","args":{}}]`, "escalate tool_escalated", "response.tool_calls[1]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := run(t, ic, postModel(t, `null`, tt.calls, ""))
+			if got := verdictSummary(v); got != tt.want || !strings.Contains(v.Message, tt.msg) {
+				t.Errorf("verdict = %q %q, want %q %q", got, v.Message, tt.want, tt.msg)
+			}
+		})
+	}
+}
+
+func TestToolsReasonsAndMessages(t *testing.T) {
+	ic := build(t, KindTools, `{"deny":["a"],"escalate":["b"],"reason":"blocked","reasons":{"escalate":"ask_first"},"messages":{"deny":"not a"}}`)
+	if v := run(t, ic, preTool(t, "a", `{}`)); v.Reason != "blocked" || v.Message != "not a" {
+		t.Errorf("deny: %+v", v)
+	}
+	if v := run(t, ic, preTool(t, "b", `{}`)); v.Reason != "ask_first" || !v.Liftable() || !strings.Contains(v.Message, `escalate[0] "b"`) {
+		t.Errorf("escalate: %+v", v)
+	}
+}
+
+func TestToolsEmptyAllowDomains(t *testing.T) {
+	ic := build(t, KindTools, `{"egress":{"allow_domains":[]}}`)
+	if got := verdictSummary(run(t, ic, preTool(t, "f", `{"u":"https://any.com"}`))); got != "deny egress_denied" {
+		t.Errorf("got %q", got)
+	}
+	if got := verdictSummary(run(t, ic, preTool(t, "f", `{"u":"no url"}`))); got != "allow" {
+		t.Errorf("got %q", got)
+	}
+}
+
+func TestGlob(t *testing.T) {
+	tests := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"shell_*", "shell_exec", true},
+		{"shell_*", "myshell_exec", false},
+		{"*", "a/b", true},
+		{"gpt-4?", "gpt-4o", true},
+		{"gpt-4?", "gpt-4", false},
+		{"[a-c]x", "bx", true},
+		{"[^a-c]x", "bx", false},
+		{"[^a-c]x", "dx", true},
+		{`a\*`, "a*", true},
+		{`a\*`, "ab", false},
+		{"a.b", "aXb", false},
+		{"a+b", "a+b", true},
+		{"é*", "étoile", true},
+	}
+	for _, tt := range tests {
+		g, err := compileGlob("p", tt.pattern)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.pattern, err)
+		}
+		if got := g.match(tt.name); got != tt.want {
+			t.Errorf("%q ~ %q = %v", tt.pattern, tt.name, got)
+		}
+	}
+}

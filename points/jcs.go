@@ -1,0 +1,637 @@
+package points
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+	"math/bits"
+	"slices"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// This file is an RFC 8785 (JCS) canonicalizer over raw JSON bytes. It
+// replaces github.com/gowebpki/jcs on the identity path, which builds a tree
+// of strings and costs ~70 ms and ~200k allocations per MB; the tests keep
+// that package as the oracle and require byte-identical output.
+//
+// Phase 1 makes one pass over the input and writes every value in canonical
+// form (minimal escapes, ECMA-262 numbers, no whitespace) into c.buf, with
+// object members still in source order. An object whose names are already
+// in UTF-16 order (checked as it is read) needs nothing more. One that is not
+// is recorded with its member spans sorted; phase 2 then copies c.buf to the
+// output once, writing those objects' members in sorted order. Every byte is
+// thus written at most twice whatever the nesting, and an input with no
+// unsorted object is returned straight from c.buf.
+//
+// The accepted language is exactly that of the domain scanner (scanValue):
+// the same syntax, UTF-8, surrogate, finiteness, duplicate-name, depth and
+// (optionally) integer rules. Callers therefore run the scanner only after a
+// failure here, to get its value-free error path; FuzzJCSMatchesReference
+// checks the equivalence.
+
+// errCanon is the only error of this file: callers rerun the domain scanner
+// for the precise, value-free DomainError.
+var errCanon = errors.New("points: not canonicalizable")
+
+// objRec is an object whose member order phase 2 may have to change.
+// Records are appended when an object opens, so they are in document
+// order; a sorted object with no unsorted descendant is dropped again.
+type objRec struct {
+	start, end int // span of the object in c.buf ('{' through '}')
+	next       int // index of the first record after this object's subtree
+	p0, p1     int // sorted member spans, c.perm[p0:p1]; unused when sorted
+	sorted     bool
+}
+
+// span is one member, `"name":value`, in c.buf; rec is the index of the
+// first object record that may lie inside it.
+type span struct {
+	start, end, rec int
+}
+
+// canonMember is a span and its decoded name, for sorting.
+type canonMember struct {
+	name []byte
+	span
+}
+
+// canonicalizer holds the reusable buffers of one canonicalization.
+type canonicalizer struct {
+	raw      []byte
+	maxDepth int  // 0 = unbounded
+	intBound bool // reject integer literals beyond ±(2^53−1)
+	emit     bool // false: validate only (no number formatting, no phase 2)
+
+	buf    []byte          // phase 1 output
+	out    []byte          // phase 2 output
+	names  []byte          // decoded names that had escapes
+	recs   []objRec        // objects that may need reordering, in document order
+	perm   []span          // sorted member spans of unsorted objects
+	frames [][]canonMember // members of the open object at each depth
+	proj   []byte          // ProjectPreimage scratch (identity.go)
+}
+
+// canonPool recycles canonicalizers: a 1 MB context would otherwise
+// allocate several MB of buffers per emission. It is a cache, not state.
+var canonPool = sync.Pool{New: func() any { return new(canonicalizer) }}
+
+// maxPooledBuffer keeps the pool from pinning buffers of outsized inputs.
+const maxPooledBuffer = 2 * DefaultMaxContextBytes
+
+func getCanonicalizer() *canonicalizer { return canonPool.Get().(*canonicalizer) }
+
+func putCanonicalizer(c *canonicalizer) {
+	if cap(c.buf) > maxPooledBuffer || cap(c.out) > maxPooledBuffer || cap(c.proj) > maxPooledBuffer {
+		return
+	}
+	c.raw = nil
+	// Drop references into the caller's input held by retained members.
+	for i := range c.frames {
+		clear(c.frames[i][:cap(c.frames[i])])
+	}
+	canonPool.Put(c)
+}
+
+// appendCanonical appends the RFC 8785 form of raw, one JSON value, to dst.
+// maxDepth counts like CheckDomain (0 = unbounded); intBound adds the §10.2
+// integer bound. Any failure is errCanon.
+func appendCanonical(dst, raw []byte, maxDepth int, intBound bool) ([]byte, error) {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	out, err := c.canonical(raw, maxDepth, intBound)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, out...), nil
+}
+
+// validJSON reports whether scanValue(raw, maxDepth, intBound) would accept
+// raw, several times faster. CheckEncoding and CheckDomain can call it
+// first and run the scanner only to explain a failure.
+func validJSON(raw []byte, maxDepth int, intBound bool) bool {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	return c.run(raw, maxDepth, intBound, false) == nil
+}
+
+// canonical returns the canonical form of raw in a buffer owned by c (valid
+// until c's next use).
+func (c *canonicalizer) canonical(raw []byte, maxDepth int, intBound bool) ([]byte, error) {
+	if err := c.run(raw, maxDepth, intBound, true); err != nil {
+		return nil, err
+	}
+	if len(c.recs) == 0 {
+		return c.buf, nil
+	}
+	c.out = c.write(c.out[:0], 0, len(c.buf), 0)
+	return c.out, nil
+}
+
+// run is phase 1.
+func (c *canonicalizer) run(raw []byte, maxDepth int, intBound, emit bool) error {
+	c.raw, c.maxDepth, c.intBound, c.emit = raw, maxDepth, intBound, emit
+	c.buf, c.names, c.recs, c.perm = c.buf[:0], c.names[:0], c.recs[:0], c.perm[:0]
+	i, err := c.value(0, 1)
+	if err != nil {
+		return err
+	}
+	if skipWSAt(raw, i) != len(raw) {
+		return errCanon
+	}
+	return nil
+}
+
+// write is phase 2: it appends c.buf[lo:hi] to dst with the members of
+// unsorted objects in sorted order; rec is the first record that may start
+// at or after lo.
+func (c *canonicalizer) write(dst []byte, lo, hi, rec int) []byte {
+	for rec < len(c.recs) && c.recs[rec].start < hi {
+		r := &c.recs[rec]
+		if r.sorted {
+			rec++ // its unsorted descendants follow it
+			continue
+		}
+		dst = append(dst, c.buf[lo:r.start]...)
+		dst = append(dst, '{')
+		for k, m := range c.perm[r.p0:r.p1] {
+			if k > 0 {
+				dst = append(dst, ',')
+			}
+			dst = c.write(dst, m.start, m.end, m.rec)
+		}
+		dst = append(dst, '}')
+		lo, rec = r.end, r.next
+	}
+	return append(dst, c.buf[lo:hi]...)
+}
+
+// value reads the value at or after raw[i] (leading whitespace allowed) at
+// the given depth (root = 1) and returns the index just past it.
+func (c *canonicalizer) value(i, depth int) (int, error) {
+	if c.maxDepth > 0 && depth > c.maxDepth {
+		return i, errCanon
+	}
+	raw := c.raw
+	i = skipWSAt(raw, i)
+	if i >= len(raw) {
+		return i, errCanon
+	}
+	switch raw[i] {
+	case '{':
+		return c.object(i+1, depth)
+	case '[':
+		return c.array(i+1, depth)
+	case '"':
+		j, _, err := c.str(i+1, false)
+		return j, err
+	case 't':
+		return c.literal(i, "true")
+	case 'f':
+		return c.literal(i, "false")
+	case 'n':
+		return c.literal(i, "null")
+	}
+	return c.number(i)
+}
+
+func (c *canonicalizer) literal(i int, lit string) (int, error) {
+	if len(c.raw)-i < len(lit) || string(c.raw[i:i+len(lit)]) != lit {
+		return i, errCanon
+	}
+	c.buf = append(c.buf, lit...)
+	return i + len(lit), nil
+}
+
+func (c *canonicalizer) array(i, depth int) (int, error) {
+	raw := c.raw
+	c.buf = append(c.buf, '[')
+	i = skipWSAt(raw, i)
+	if i < len(raw) && raw[i] == ']' {
+		c.buf = append(c.buf, ']')
+		return i + 1, nil
+	}
+	for {
+		var err error
+		if i, err = c.value(i, depth+1); err != nil {
+			return i, err
+		}
+		i = skipWSAt(raw, i)
+		if i >= len(raw) {
+			return i, errCanon
+		}
+		switch raw[i] {
+		case ',':
+			c.buf = append(c.buf, ',')
+			i++
+		case ']':
+			c.buf = append(c.buf, ']')
+			return i + 1, nil
+		default:
+			return i, errCanon
+		}
+	}
+}
+
+func (c *canonicalizer) object(i, depth int) (int, error) {
+	raw := c.raw
+	rec := len(c.recs)
+	start := len(c.buf)
+	c.recs = append(c.recs, objRec{start: start})
+	c.buf = append(c.buf, '{')
+	i = skipWSAt(raw, i)
+	if i < len(raw) && raw[i] == '}' {
+		c.buf = append(c.buf, '}')
+		c.recs = c.recs[:rec]
+		return i + 1, nil
+	}
+	for len(c.frames) <= depth {
+		c.frames = append(c.frames, nil)
+	}
+	ms := c.frames[depth][:0]
+	sorted := true
+	for {
+		if i >= len(raw) || raw[i] != '"' {
+			return i, errCanon
+		}
+		m := canonMember{span: span{start: len(c.buf), rec: len(c.recs)}}
+		var err error
+		if i, m.name, err = c.str(i+1, true); err != nil {
+			return i, err
+		}
+		i = skipWSAt(raw, i)
+		if i >= len(raw) || raw[i] != ':' {
+			return i, errCanon
+		}
+		c.buf = append(c.buf, ':')
+		if i, err = c.value(i+1, depth+1); err != nil {
+			return i, err
+		}
+		m.end = len(c.buf)
+		if n := len(ms); n > 0 && sorted {
+			switch d := compareUTF16(ms[n-1].name, m.name); {
+			case d == 0:
+				return i, errCanon // duplicate name
+			case d > 0:
+				sorted = false
+			}
+		}
+		ms = append(ms, m)
+		i = skipWSAt(raw, i)
+		if i >= len(raw) {
+			return i, errCanon
+		}
+		if raw[i] == '}' {
+			i++
+			break
+		}
+		if raw[i] != ',' {
+			return i, errCanon
+		}
+		c.buf = append(c.buf, ',')
+		i = skipWSAt(raw, i+1)
+	}
+	c.frames[depth] = ms // keep the grown capacity
+	c.buf = append(c.buf, '}')
+	if sorted {
+		if len(c.recs) == rec+1 {
+			c.recs = c.recs[:rec]
+		} else {
+			c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), sorted: true}
+		}
+		return i, nil
+	}
+	slices.SortFunc(ms, func(a, b canonMember) int { return compareUTF16(a.name, b.name) })
+	for k := 1; k < len(ms); k++ {
+		if compareUTF16(ms[k-1].name, ms[k].name) == 0 {
+			return i, errCanon // duplicate name
+		}
+	}
+	p0 := len(c.perm)
+	for _, m := range ms {
+		c.perm = append(c.perm, m.span)
+	}
+	c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), p0: p0, p1: len(c.perm)}
+	return i, nil
+}
+
+// compareUTF16 orders decoded names by UTF-16 code units (RFC 8785 §3.2.3).
+// UTF-8 byte order is code point order, which differs from UTF-16 order
+// only between U+E000..U+FFFF (lead bytes EE, EF) and supplementary
+// characters (lead bytes F0..F4, surrogate pairs D800..DFFF in UTF-16).
+// Equal prefixes put both names at the same character boundary, so the
+// first differing bytes are both lead bytes or both continuation bytes.
+func compareUTF16(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return len(a) - len(b)
+	}
+	x, y := int(a[i]), int(b[i])
+	if x >= 0xEE && y >= 0xEE && (x >= 0xF0) != (y >= 0xF0) {
+		return y - x // a surrogate pair sorts below U+E000..U+FFFF
+	}
+	return x - y
+}
+
+// SWAR constants: a byte-wise "has zero byte" test over 8 bytes at once.
+const (
+	ones    = 0x0101010101010101
+	highs   = 0x8080808080808080
+	quotes  = 0x2222222222222222
+	slashes = 0x5c5c5c5c5c5c5c5c
+	spaces  = 0x2020202020202020
+)
+
+// specialByte returns the index of the first byte at or after i that is
+// '"', '\\' or a control character, or len(b); and the OR of the bytes
+// skipped (their high bits say whether UTF-8 validation is needed).
+func specialByte(b []byte, i int) (int, uint64) {
+	var seen uint64
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, s := x^quotes, x^slashes
+		// Exact for the lowest flagged byte; borrows may flag bytes above
+		// it, which is harmless since only the lowest is used.
+		t := ((q - ones) &^ q) | ((s - ones) &^ s) | ((x - spaces) &^ x)
+		if t &= highs; t != 0 {
+			k := bits.TrailingZeros64(t) >> 3
+			return i + k, seen | x&(1<<(8*k)-1)
+		}
+		seen |= x
+	}
+	for ; i < len(b); i++ {
+		ch := b[i]
+		if ch == '"' || ch == '\\' || ch < 0x20 {
+			return i, seen
+		}
+		seen |= uint64(ch)
+	}
+	return i, seen
+}
+
+// str canonicalizes the string whose body starts at raw[i] and returns the
+// index past its closing quote. For a member name (key) it also returns
+// the decoded name (a slice of raw when the name has no escapes).
+func (c *canonicalizer) str(i int, key bool) (int, []byte, error) {
+	raw := c.raw
+	start := i
+	i, seen := specialByte(raw, i)
+	if i >= len(raw) || raw[i] < 0x20 {
+		return i, nil, errCanon
+	}
+	if raw[i] == '"' {
+		body := raw[start:i]
+		if seen&highs != 0 && !utf8.Valid(body) {
+			return i, nil, errCanon
+		}
+		c.buf = append(c.buf, '"')
+		c.buf = append(c.buf, body...)
+		c.buf = append(c.buf, '"')
+		return i + 1, body, nil
+	}
+	return c.escapedStr(start, i, seen, key)
+}
+
+// escapedStr is str's path for a body with escapes; raw[i] is the first
+// backslash and seen covers raw[start:i].
+func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []byte, error) {
+	raw := c.raw
+	n0 := len(c.names)
+	c.buf = append(c.buf, '"')
+	seg := start
+	for {
+		// raw[seg:i] is escape-free; raw[i] is '"', '\\' or a control.
+		if i >= len(raw) || raw[i] < 0x20 {
+			return i, nil, errCanon
+		}
+		if seen&highs != 0 && !utf8.Valid(raw[seg:i]) {
+			return i, nil, errCanon
+		}
+		c.buf = append(c.buf, raw[seg:i]...)
+		if key {
+			c.names = append(c.names, raw[seg:i]...)
+		}
+		if raw[i] == '"' {
+			c.buf = append(c.buf, '"')
+			var name []byte
+			if key {
+				name = c.names[n0:]
+			}
+			return i + 1, name, nil
+		}
+		if i+1 >= len(raw) {
+			return i, nil, errCanon
+		}
+		var r rune
+		switch e := raw[i+1]; e {
+		case '"', '\\', '/':
+			r = rune(e)
+		case 'b':
+			r = '\b'
+		case 'f':
+			r = '\f'
+		case 'n':
+			r = '\n'
+		case 'r':
+			r = '\r'
+		case 't':
+			r = '\t'
+		case 'u':
+			u, ok := hex4(raw, i+2)
+			if !ok {
+				return i, nil, errCanon
+			}
+			switch {
+			case u >= 0xDC00 && u <= 0xDFFF:
+				return i, nil, errCanon // lone low surrogate
+			case u >= 0xD800 && u <= 0xDBFF:
+				if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
+					return i, nil, errCanon // lone high surrogate
+				}
+				lo, ok := hex4(raw, i+8)
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return i, nil, errCanon
+				}
+				u = (u-0xD800)<<10 | (lo - 0xDC00) + 0x10000
+				i += 6
+			}
+			r = u
+			i += 4
+		default:
+			return i, nil, errCanon
+		}
+		i += 2
+		c.buf = appendJCSRune(c.buf, r)
+		if key {
+			c.names = utf8.AppendRune(c.names, r)
+		}
+		seg = i
+		i, seen = specialByte(raw, i)
+	}
+}
+
+// appendJCSRune writes r as RFC 8785 §3.2.2.2 does: the two-character
+// escapes where JSON has one, \u00xx (lowercase) for other controls, and
+// everything else as literal UTF-8.
+func appendJCSRune(dst []byte, r rune) []byte {
+	switch r {
+	case '"', '\\':
+		return append(dst, '\\', byte(r))
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	if r < 0x20 {
+		const hexDigits = "0123456789abcdef"
+		return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xF])
+	}
+	return utf8.AppendRune(dst, r)
+}
+
+// number reads an RFC 8259 number at raw[i] and writes its ECMA-262 form.
+func (c *canonicalizer) number(i int) (int, error) {
+	raw := c.raw
+	start := i
+	if raw[i] == '-' {
+		i++
+	}
+	digits := i
+	switch {
+	case i < len(raw) && raw[i] == '0':
+		i++
+	case i < len(raw) && raw[i] >= '1' && raw[i] <= '9':
+		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+	default:
+		return i, errCanon
+	}
+	intEnd := i
+	integer, exp := true, false
+	if i < len(raw) && raw[i] == '.' {
+		integer = false
+		i++
+		n := i
+		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return i, errCanon
+		}
+	}
+	if i < len(raw) && (raw[i] == 'e' || raw[i] == 'E') {
+		integer, exp = false, true
+		i++
+		if i < len(raw) && (raw[i] == '+' || raw[i] == '-') {
+			i++
+		}
+		n := i
+		for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' {
+			i++
+		}
+		if i == n {
+			return i, errCanon
+		}
+	}
+	tok := raw[start:i]
+	if integer {
+		d := raw[digits:intEnd]
+		if c.intBound && (len(d) > len(maxSafeInteger) || len(d) == len(maxSafeInteger) && string(d) > maxSafeInteger) {
+			return i, errCanon
+		}
+		// |n| <= 2^53 is exact and prints as its own digits.
+		if len(d) < len(maxSafeInteger) || len(d) == len(maxSafeInteger) && string(d) <= "9007199254740992" {
+			if len(d) == 1 && d[0] == '0' {
+				c.buf = append(c.buf, '0') // -0 → 0
+			} else {
+				c.buf = append(c.buf, tok...)
+			}
+			return i, nil
+		}
+	}
+	if !c.emit && !exp && intEnd-digits <= 300 {
+		return i, nil // cannot overflow; nothing to format
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return i, errCanon // only ±Inf (overflow) fails; the grammar is checked
+	}
+	if c.emit {
+		c.buf = appendES(c.buf, f)
+	}
+	return i, nil
+}
+
+// appendES appends ECMA-262 Number::toString(f) for a finite f (RFC 8785
+// §3.2.2.3): the shortest round-trip digits, in fixed notation for
+// 1e-7 < |f| < 1e21 and as d.ddde±x otherwise; -0 is 0.
+func appendES(dst []byte, f float64) []byte {
+	if f == 0 {
+		return append(dst, '0')
+	}
+	if f < 0 {
+		dst = append(dst, '-')
+		f = -f
+	}
+	var tmp [32]byte
+	s := strconv.AppendFloat(tmp[:0], f, 'e', -1, 64) // d[.ddd]e±xx
+	e := len(s) - 1
+	for s[e] != 'e' {
+		e--
+	}
+	x := 0
+	for _, d := range s[e+2:] {
+		x = x*10 + int(d-'0')
+	}
+	if s[e+1] == '-' {
+		x = -x
+	}
+	// The k significant digits are s[0] then s[2:e] when there is a point.
+	var dig [24]byte
+	digits := append(dig[:0], s[0])
+	if e > 1 {
+		digits = append(digits, s[2:e]...)
+	}
+	k, n := len(digits), x+1 // value = 0.digits × 10^n
+	switch {
+	case k <= n && n <= 21:
+		dst = append(dst, digits...)
+		for ; k < n; k++ {
+			dst = append(dst, '0')
+		}
+	case 0 < n && n <= 21:
+		dst = append(dst, digits[:n]...)
+		dst = append(dst, '.')
+		dst = append(dst, digits[n:]...)
+	case -6 < n && n <= 0:
+		dst = append(dst, '0', '.')
+		for ; n < 0; n++ {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, digits...)
+	default:
+		dst = append(dst, digits[0])
+		if k > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, digits[1:]...)
+		}
+		dst = append(dst, 'e')
+		if n-1 >= 0 {
+			dst = append(dst, '+')
+		}
+		dst = strconv.AppendInt(dst, int64(n-1), 10)
+	}
+	return dst
+}
