@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // IdentityProvider computes context_identity (§10.1): a pure function of the
@@ -170,26 +172,106 @@ func Preimage(raw []byte) ([]byte, error) {
 	return bytes.Clone(pre), nil
 }
 
-// preimage is Preimage into c's buffers. The fast validator and the
-// canonicalizer stand in for CheckEncoding and CheckDomain; the scanner
-// runs only to explain a failure.
+// preimage is Preimage into c's buffers, in one pass over raw: the
+// canonicalizer validates the whole context (CheckEncoding's language),
+// counts integers beyond the §10.2 bound instead of failing on them, and
+// records the canonical spans of the root's members and of their members.
+// The preimage is then cut from those spans: the canonical form of a
+// projection is the canonical form of the kept members, in order. The
+// domain scanner runs only to explain a failure, so the errors are those of
+// CheckEncoding, the envelope checks and CheckDomain(ProjectPreimage(raw)),
+// in that order, exactly as the definition reads.
 func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
-	if c.run(raw, DefaultMaxDepth, false, false) != nil {
+	if c.run(raw, DefaultMaxDepth, intCount, true, true) != nil {
 		return nil, explain(CheckEncoding(raw, DefaultMaxDepth))
 	}
-	top, err := topMembers(raw)
-	if err != nil {
-		return nil, err
+	if b := trimWS(raw); b[0] != '{' {
+		return nil, &DomainError{Path: "$", Problem: describe("an object")}
+	}
+	top := make(members, len(c.top))
+	for _, t := range c.top {
+		top[string(t.name)] = raw[t.raw0:t.raw1]
 	}
 	if err := checkEnvelope(top); err != nil {
 		return nil, err
 	}
-	c.proj = appendProjection(c.proj[:0], top)
-	pre, err := c.canonical(c.proj, DefaultMaxDepth, true)
-	if err != nil {
-		return nil, explain(CheckDomain(c.proj, DefaultMaxDepth))
+	p, _ := pointOf(top)
+
+	// The kept members, as projection rules with their tracked member.
+	type kept struct {
+		keep
+		t *trackedMember
 	}
-	return pre, nil
+	var buf [16]kept
+	ks := buf[:0]
+	viol := false
+	add := func(k keep) {
+		t := findTracked(c.top, k.key)
+		if t == nil {
+			return
+		}
+		ks = append(ks, kept{k, t})
+		if k.sub == nil || raw[t.raw0] != '{' {
+			viol = viol || t.viol
+			return
+		}
+		for _, s := range c.subs[t.s0:t.s1] {
+			viol = viol || s.viol && slices.Contains(k.sub, string(s.name))
+		}
+	}
+	for _, k := range requiredKeep {
+		add(k)
+	}
+	for _, k := range conditionalKeep(p) {
+		add(k)
+	}
+	if viol {
+		return nil, explain(CheckDomain(appendProjection(nil, top), DefaultMaxDepth))
+	}
+	// Rule names are ASCII, where byte order is UTF-16 order.
+	slices.SortFunc(ks, func(a, b kept) int { return strings.Compare(a.key, b.key) })
+
+	out := append(c.out[:0], '{')
+	var subBuf [8]*trackedMember
+	for n, k := range ks {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		t := k.t
+		if k.sub == nil || raw[t.raw0] != '{' {
+			out = c.write(out, t.start, t.end, t.rec)
+			continue
+		}
+		out = append(out, '"')
+		out = append(out, k.key...)
+		out = append(out, `":{`...)
+		subs := subBuf[:0]
+		for j := range c.subs[t.s0:t.s1] {
+			if s := &c.subs[t.s0+j]; slices.Contains(k.sub, string(s.name)) {
+				subs = append(subs, s)
+			}
+		}
+		slices.SortFunc(subs, func(a, b *trackedMember) int { return compareUTF16(a.name, b.name) })
+		for j, s := range subs {
+			if j > 0 {
+				out = append(out, ',')
+			}
+			out = c.write(out, s.start, s.end, s.rec)
+		}
+		out = append(out, '}')
+	}
+	c.out = append(out, '}')
+	return c.out, nil
+}
+
+// findTracked returns the member named name, or nil.
+func findTracked(ts []trackedMember, name string) *trackedMember {
+	for k := range ts {
+		if string(ts[k].name) == name {
+			return &ts[k]
+		}
+	}
+	return nil
 }
 
 // ProjectPreimage returns ctx_rc, the closed required+conditional projection of

@@ -35,6 +35,16 @@ import (
 // for the precise, value-free DomainError.
 var errCanon = errors.New("points: not canonicalizable")
 
+// intRule is what the canonicalizer does with an integer-syntax literal
+// beyond ±(2^53−1), the §10.2 bound.
+type intRule uint8
+
+const (
+	intAny    intRule = iota // RFC 8785 alone: format it as a double
+	intReject                // fail
+	intCount                 // count it in c.viol; the caller decides (preimage)
+)
+
 // objRec is an object whose member order phase 2 may have to change.
 // Records are appended when an object opens, so they are in document
 // order; a sorted object with no unsorted descendant is dropped again.
@@ -57,12 +67,24 @@ type canonMember struct {
 	span
 }
 
+// trackedMember is a member of the root object (depth 1) or of an object
+// that is the value of one (depth 2), kept when c.track is set so that the
+// identity projection can be cut from the canonical form (identity.go).
+type trackedMember struct {
+	canonMember
+	raw0, raw1 int  // the value's raw bytes, c.raw[raw0:raw1]
+	viol       bool // the value holds an integer beyond the §10.2 bound
+	s0, s1     int  // depth 1 only: an object value's members, c.subs[s0:s1]
+}
+
 // canonicalizer holds the reusable buffers of one canonicalization.
 type canonicalizer struct {
 	raw      []byte
-	maxDepth int  // 0 = unbounded
-	intBound bool // reject integer literals beyond ±(2^53−1)
-	emit     bool // false: validate only (no number formatting, no phase 2)
+	maxDepth int // 0 = unbounded
+	ints     intRule
+	emit     bool // false: validate only (no output, no number formatting)
+	track    bool // record c.top and c.subs
+	viol     int  // integers beyond the bound seen (intCount)
 
 	buf    []byte          // phase 1 output
 	out    []byte          // phase 2 output
@@ -70,7 +92,8 @@ type canonicalizer struct {
 	recs   []objRec        // objects that may need reordering, in document order
 	perm   []span          // sorted member spans of unsorted objects
 	frames [][]canonMember // members of the open object at each depth
-	proj   []byte          // ProjectPreimage scratch (identity.go)
+	top    []trackedMember // members of the root object (track)
+	subs   []trackedMember // members of its object-valued members (track)
 }
 
 // canonPool recycles canonicalizers: a 1 MB context would otherwise
@@ -83,15 +106,24 @@ const maxPooledBuffer = 2 * DefaultMaxContextBytes
 func getCanonicalizer() *canonicalizer { return canonPool.Get().(*canonicalizer) }
 
 func putCanonicalizer(c *canonicalizer) {
-	if cap(c.buf) > maxPooledBuffer || cap(c.out) > maxPooledBuffer || cap(c.proj) > maxPooledBuffer {
+	if cap(c.buf) > maxPooledBuffer || cap(c.out) > maxPooledBuffer {
 		return
 	}
+	// Drop references into the caller's input.
 	c.raw = nil
-	// Drop references into the caller's input held by retained members.
 	for i := range c.frames {
 		clear(c.frames[i][:cap(c.frames[i])])
 	}
+	clear(c.top[:cap(c.top)])
+	clear(c.subs[:cap(c.subs)])
 	canonPool.Put(c)
+}
+
+func intRuleOf(bound bool) intRule {
+	if bound {
+		return intReject
+	}
+	return intAny
 }
 
 // appendCanonical appends the RFC 8785 form of raw, one JSON value, to dst.
@@ -113,13 +145,13 @@ func appendCanonical(dst, raw []byte, maxDepth int, intBound bool) ([]byte, erro
 func validJSON(raw []byte, maxDepth int, intBound bool) bool {
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
-	return c.run(raw, maxDepth, intBound, false) == nil
+	return c.run(raw, maxDepth, intRuleOf(intBound), false, false) == nil
 }
 
 // canonical returns the canonical form of raw in a buffer owned by c (valid
 // until c's next use).
 func (c *canonicalizer) canonical(raw []byte, maxDepth int, intBound bool) ([]byte, error) {
-	if err := c.run(raw, maxDepth, intBound, true); err != nil {
+	if err := c.run(raw, maxDepth, intRuleOf(intBound), true, false); err != nil {
 		return nil, err
 	}
 	if len(c.recs) == 0 {
@@ -130,9 +162,10 @@ func (c *canonicalizer) canonical(raw []byte, maxDepth int, intBound bool) ([]by
 }
 
 // run is phase 1.
-func (c *canonicalizer) run(raw []byte, maxDepth int, intBound, emit bool) error {
-	c.raw, c.maxDepth, c.intBound, c.emit = raw, maxDepth, intBound, emit
+func (c *canonicalizer) run(raw []byte, maxDepth int, ints intRule, emit, track bool) error {
+	c.raw, c.maxDepth, c.ints, c.emit, c.track, c.viol = raw, maxDepth, ints, emit, track, 0
 	c.buf, c.names, c.recs, c.perm = c.buf[:0], c.names[:0], c.recs[:0], c.perm[:0]
+	c.top, c.subs = c.top[:0], c.subs[:0]
 	i, err := c.value(0, 1)
 	if err != nil {
 		return err
@@ -238,7 +271,9 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 	raw := c.raw
 	rec := len(c.recs)
 	start := len(c.buf)
-	c.recs = append(c.recs, objRec{start: start})
+	if c.emit {
+		c.recs = append(c.recs, objRec{start: start})
+	}
 	c.buf = append(c.buf, '{')
 	i = skipWSAt(raw, i)
 	if i < len(raw) && raw[i] == '}' {
@@ -250,6 +285,7 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		c.frames = append(c.frames, nil)
 	}
 	ms := c.frames[depth][:0]
+	track := c.track && depth <= 2
 	sorted := true
 	for {
 		if i >= len(raw) || raw[i] != '"' {
@@ -265,10 +301,20 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 			return i, errCanon
 		}
 		c.buf = append(c.buf, ':')
-		if i, err = c.value(i+1, depth+1); err != nil {
+		v0, viol0, s0 := skipWSAt(raw, i+1), c.viol, len(c.subs)
+		if i, err = c.value(v0, depth+1); err != nil {
 			return i, err
 		}
 		m.end = len(c.buf)
+		if track {
+			t := trackedMember{canonMember: m, raw0: v0, raw1: i, viol: c.viol != viol0}
+			if depth == 1 {
+				t.s0, t.s1 = s0, len(c.subs)
+				c.top = append(c.top, t)
+			} else {
+				c.subs = append(c.subs, t)
+			}
+		}
 		if n := len(ms); n > 0 && sorted {
 			switch d := compareUTF16(ms[n-1].name, m.name); {
 			case d == 0:
@@ -294,26 +340,42 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 	}
 	c.frames[depth] = ms // keep the grown capacity
 	c.buf = append(c.buf, '}')
-	if sorted {
-		if len(c.recs) == rec+1 {
-			c.recs = c.recs[:rec]
-		} else {
-			c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), sorted: true}
-		}
-		return i, nil
-	}
-	slices.SortFunc(ms, func(a, b canonMember) int { return compareUTF16(a.name, b.name) })
-	for k := 1; k < len(ms); k++ {
-		if compareUTF16(ms[k-1].name, ms[k].name) == 0 {
-			return i, errCanon // duplicate name
+	if !sorted {
+		sortMembers(ms)
+		for k := 1; k < len(ms); k++ {
+			if compareUTF16(ms[k-1].name, ms[k].name) == 0 {
+				return i, errCanon // duplicate name
+			}
 		}
 	}
-	p0 := len(c.perm)
-	for _, m := range ms {
-		c.perm = append(c.perm, m.span)
+	switch {
+	case !c.emit:
+	case sorted && len(c.recs) == rec+1:
+		c.recs = c.recs[:rec]
+	case sorted:
+		c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), sorted: true}
+	default:
+		p0 := len(c.perm)
+		for _, m := range ms {
+			c.perm = append(c.perm, m.span)
+		}
+		c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), p0: p0, p1: len(c.perm)}
 	}
-	c.recs[rec] = objRec{start: start, end: len(c.buf), next: len(c.recs), p0: p0, p1: len(c.perm)}
 	return i, nil
+}
+
+// sortMembers sorts by name in UTF-16 order; most objects are small, where
+// an insertion sort beats the generic sort's setup.
+func sortMembers(ms []canonMember) {
+	if len(ms) > 12 {
+		slices.SortFunc(ms, func(a, b canonMember) int { return compareUTF16(a.name, b.name) })
+		return
+	}
+	for k := 1; k < len(ms); k++ {
+		for j := k; j > 0 && compareUTF16(ms[j-1].name, ms[j].name) > 0; j-- {
+			ms[j-1], ms[j] = ms[j], ms[j-1]
+		}
+	}
 }
 
 // compareUTF16 orders decoded names by UTF-16 code units (RFC 8785 §3.2.3).
@@ -389,9 +451,11 @@ func (c *canonicalizer) str(i int, key bool) (int, []byte, error) {
 		if seen&highs != 0 && !utf8.Valid(body) {
 			return i, nil, errCanon
 		}
-		c.buf = append(c.buf, '"')
-		c.buf = append(c.buf, body...)
-		c.buf = append(c.buf, '"')
+		if c.emit {
+			c.buf = append(c.buf, '"')
+			c.buf = append(c.buf, body...)
+			c.buf = append(c.buf, '"')
+		}
 		return i + 1, body, nil
 	}
 	return c.escapedStr(start, i, seen, key)
@@ -402,7 +466,10 @@ func (c *canonicalizer) str(i int, key bool) (int, []byte, error) {
 func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []byte, error) {
 	raw := c.raw
 	n0 := len(c.names)
-	c.buf = append(c.buf, '"')
+	emit := c.emit
+	if emit {
+		c.buf = append(c.buf, '"')
+	}
 	seg := start
 	for {
 		// raw[seg:i] is escape-free; raw[i] is '"', '\\' or a control.
@@ -412,12 +479,16 @@ func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []
 		if seen&highs != 0 && !utf8.Valid(raw[seg:i]) {
 			return i, nil, errCanon
 		}
-		c.buf = append(c.buf, raw[seg:i]...)
+		if emit {
+			c.buf = append(c.buf, raw[seg:i]...)
+		}
 		if key {
 			c.names = append(c.names, raw[seg:i]...)
 		}
 		if raw[i] == '"' {
-			c.buf = append(c.buf, '"')
+			if emit {
+				c.buf = append(c.buf, '"')
+			}
 			var name []byte
 			if key {
 				name = c.names[n0:]
@@ -442,7 +513,7 @@ func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []
 		case 't':
 			r = '\t'
 		case 'u':
-			u, ok := hex4(raw, i+2)
+			u, ok := unhex4(raw, i+2)
 			if !ok {
 				return i, nil, errCanon
 			}
@@ -453,7 +524,7 @@ func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []
 				if i+7 >= len(raw) || raw[i+6] != '\\' || raw[i+7] != 'u' {
 					return i, nil, errCanon // lone high surrogate
 				}
-				lo, ok := hex4(raw, i+8)
+				lo, ok := unhex4(raw, i+8)
 				if !ok || lo < 0xDC00 || lo > 0xDFFF {
 					return i, nil, errCanon
 				}
@@ -466,13 +537,41 @@ func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []
 			return i, nil, errCanon
 		}
 		i += 2
-		c.buf = appendJCSRune(c.buf, r)
+		if emit {
+			c.buf = appendJCSRune(c.buf, r)
+		}
 		if key {
 			c.names = utf8.AppendRune(c.names, r)
 		}
 		seg = i
 		i, seen = specialByte(raw, i)
 	}
+}
+
+// unhex is the value of each hex digit byte, -1 for the others.
+var unhex = func() (t [256]int8) {
+	for k := range t {
+		t[k] = -1
+	}
+	for k := 0; k < 10; k++ {
+		t['0'+k] = int8(k)
+	}
+	for k := 0; k < 6; k++ {
+		t['a'+k], t['A'+k] = int8(10+k), int8(10+k)
+	}
+	return t
+}()
+
+// unhex4 decodes the four hex digits at b[at:].
+func unhex4(b []byte, at int) (rune, bool) {
+	if at+4 > len(b) {
+		return 0, false
+	}
+	h0, h1, h2, h3 := unhex[b[at]], unhex[b[at+1]], unhex[b[at+2]], unhex[b[at+3]]
+	if h0|h1|h2|h3 < 0 {
+		return 0, false
+	}
+	return rune(h0)<<12 | rune(h1)<<8 | rune(h2)<<4 | rune(h3), true
 }
 
 // appendJCSRune writes r as RFC 8785 §3.2.2.2 does: the two-character
@@ -548,14 +647,21 @@ func (c *canonicalizer) number(i int) (int, error) {
 	tok := raw[start:i]
 	if integer {
 		d := raw[digits:intEnd]
-		if c.intBound && (len(d) > len(maxSafeInteger) || len(d) == len(maxSafeInteger) && string(d) > maxSafeInteger) {
-			return i, errCanon
+		if len(d) > len(maxSafeInteger) || len(d) == len(maxSafeInteger) && string(d) > maxSafeInteger {
+			switch c.ints {
+			case intReject:
+				return i, errCanon
+			case intCount:
+				c.viol++
+			}
 		}
 		// |n| <= 2^53 is exact and prints as its own digits.
 		if len(d) < len(maxSafeInteger) || len(d) == len(maxSafeInteger) && string(d) <= "9007199254740992" {
-			if len(d) == 1 && d[0] == '0' {
+			switch {
+			case !c.emit:
+			case len(d) == 1 && d[0] == '0':
 				c.buf = append(c.buf, '0') // -0 → 0
-			} else {
+			default:
 				c.buf = append(c.buf, tok...)
 			}
 			return i, nil

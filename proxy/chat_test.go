@@ -149,7 +149,7 @@ func TestPlainAllowIsOneWholeSession(t *testing.T) {
 	}
 }
 
-func readEvents(t testing.TB, b []byte) []string {
+func sseData(t testing.TB, b []byte) []string {
 	rd := sse.NewReader(bytes.NewReader(b), 0)
 	var out []string
 	for {
@@ -174,8 +174,8 @@ func TestStreamReleasedEventForEvent(t *testing.T) {
 				if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 					t.Fatalf("status %d %s", resp.StatusCode, body)
 				}
-				want := readEvents(t, []byte(stream))
-				if g := readEvents(t, body); strings.Join(g, "\n") != strings.Join(want, "\n") {
+				want := sseData(t, []byte(stream))
+				if g := sseData(t, body); strings.Join(g, "\n") != strings.Join(want, "\n") {
 					t.Fatalf("events differ:\n%s\nwant\n%s", g, want)
 				}
 			})

@@ -24,12 +24,12 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files under testdata/chatstream/golden")
+var csUpdate = flag.Bool("update-chatstream", false, "rewrite golden files under testdata/chatstream/golden")
 
-const testLimit = 8 << 20
+const csTestLimit = 8 << 20
 
-// streamCases are the valid streams: real recordings and constructed ones.
-var streamCases = []struct {
+// csStreamCases are the valid streams: real recordings and constructed ones.
+var csStreamCases = []struct {
 	name string
 	path string
 }{
@@ -47,9 +47,9 @@ var streamCases = []struct {
 	{"framing-escapes", "testdata/chatstream/framing-escapes.sse"},
 }
 
-// loadStream returns the raw SSE bytes of a fixture: a .sse file as is, or
+// csLoadStream returns the raw SSE bytes of a fixture: a .sse file as is, or
 // the response body of the first interaction of a go-vcr cassette.
-func loadStream(t testing.TB, path string) []byte {
+func csLoadStream(t testing.TB, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -74,23 +74,23 @@ func loadStream(t testing.TB, path string) []byte {
 	return []byte(cassette.Interactions[0].Response.Body)
 }
 
-// chunkings deliver a stream in the ways the brief asks for.
-var chunkings = []struct {
+// csChunkings deliver a stream in the ways the brief asks for.
+var csChunkings = []struct {
 	name string
 	wrap func([]byte) io.Reader
 }{
 	{"whole", func(b []byte) io.Reader { return bytes.NewReader(b) }},
 	{"one byte", func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) }},
-	{"split at CR and LF", func(b []byte) io.Reader { return splitAt(b, "\r\n") }},
+	{"split at CR and LF", func(b []byte) io.Reader { return csSplitAt(b, "\r\n") }},
 	{"CRLF", func(b []byte) io.Reader { return bytes.NewReader(bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n"))) }},
-	{"CRLF split at CR", func(b []byte) io.Reader { return splitAt(bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")), "\r") }},
+	{"CRLF split at CR", func(b []byte) io.Reader { return csSplitAt(bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")), "\r") }},
 	{"CR only", func(b []byte) io.Reader { return bytes.NewReader(bytes.ReplaceAll(b, []byte("\n"), []byte("\r"))) }},
-	{"random", func(b []byte) io.Reader { return randomChunks(b, uint64(len(b))) }},
+	{"random", func(b []byte) io.Reader { return csRandomChunks(b, uint64(len(b))) }},
 }
 
-type chunkReader struct{ chunks [][]byte }
+type csChunkReader struct{ chunks [][]byte }
 
-func (c *chunkReader) Read(p []byte) (int, error) {
+func (c *csChunkReader) Read(p []byte) (int, error) {
 	for len(c.chunks) > 0 && len(c.chunks[0]) == 0 {
 		c.chunks = c.chunks[1:]
 	}
@@ -102,8 +102,8 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// splitAt delivers b in reads that end after every byte in cuts.
-func splitAt(b []byte, cuts string) io.Reader {
+// csSplitAt delivers b in reads that end after every byte in cuts.
+func csSplitAt(b []byte, cuts string) io.Reader {
 	var chunks [][]byte
 	last := 0
 	for i, c := range b {
@@ -112,10 +112,10 @@ func splitAt(b []byte, cuts string) io.Reader {
 			last = i + 1
 		}
 	}
-	return &chunkReader{chunks: append(chunks, b[last:])}
+	return &csChunkReader{chunks: append(chunks, b[last:])}
 }
 
-func randomChunks(b []byte, seed uint64) io.Reader {
+func csRandomChunks(b []byte, seed uint64) io.Reader {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	var chunks [][]byte
 	for len(b) > 0 {
@@ -123,13 +123,13 @@ func randomChunks(b []byte, seed uint64) io.Reader {
 		chunks = append(chunks, b[:n])
 		b = b[n:]
 	}
-	return &chunkReader{chunks: chunks}
+	return &csChunkReader{chunks: chunks}
 }
 
 // assemble reads a whole stream and assembles it.
-func assemble(t testing.TB, r io.Reader) ([]byte, *ChatStream) {
+func csAssemble(t testing.TB, r io.Reader) ([]byte, *ChatStream) {
 	t.Helper()
-	s := NewChatStream(testLimit)
+	s := NewChatStream(csTestLimit)
 	if _, err := s.ReadFrom(r); err != nil {
 		t.Fatalf("ReadFrom: %v", err)
 	}
@@ -140,9 +140,9 @@ func assemble(t testing.TB, r io.Reader) ([]byte, *ChatStream) {
 	return out, s
 }
 
-func goldenPath(name string) string { return filepath.Join("testdata", "chatstream", "golden", name+".json") }
+func csGoldenPath(name string) string { return filepath.Join("testdata", "chatstream", "golden", name+".json") }
 
-func compactJSON(t testing.TB, b []byte) []byte {
+func csCompactJSON(t testing.TB, b []byte) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, b); err != nil {
@@ -155,31 +155,31 @@ func compactJSON(t testing.TB, b []byte) []byte {
 // its golden completion; the output must already be compact JSON.
 func TestChatStreamAssemble(t *testing.T) {
 	t.Parallel()
-	for _, sc := range streamCases {
-		raw := loadStream(t, sc.path)
-		if *update {
-			out, _ := assemble(t, bytes.NewReader(raw))
+	for _, sc := range csStreamCases {
+		raw := csLoadStream(t, sc.path)
+		if *csUpdate {
+			out, _ := csAssemble(t, bytes.NewReader(raw))
 			var buf bytes.Buffer
 			if err := json.Indent(&buf, out, "", "  "); err != nil {
 				t.Fatal(err)
 			}
 			buf.WriteByte('\n')
-			if err := os.MkdirAll(filepath.Dir(goldenPath(sc.name)), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Dir(csGoldenPath(sc.name)), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(goldenPath(sc.name), buf.Bytes(), 0o644); err != nil {
+			if err := os.WriteFile(csGoldenPath(sc.name), buf.Bytes(), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		golden, err := os.ReadFile(goldenPath(sc.name))
+		golden, err := os.ReadFile(csGoldenPath(sc.name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := compactJSON(t, golden)
-		for _, ch := range chunkings {
+		want := csCompactJSON(t, golden)
+		for _, ch := range csChunkings {
 			t.Run(sc.name+"/"+ch.name, func(t *testing.T) {
 				t.Parallel()
-				got, _ := assemble(t, ch.wrap(raw))
+				got, _ := csAssemble(t, ch.wrap(raw))
 				if !bytes.Equal(got, want) {
 					t.Errorf("assembled:\n%s\nwant:\n%s", got, want)
 				}
@@ -189,7 +189,7 @@ func TestChatStreamAssemble(t *testing.T) {
 }
 
 // TestChatStreamAssembleFacts pins the facts the goldens must show, so a
-// careless -update cannot bless a wrong assembly.
+// careless -update-chatstream cannot bless a wrong assembly.
 func TestChatStreamAssembleFacts(t *testing.T) {
 	t.Parallel()
 	facts := map[string]map[string]string{
@@ -244,8 +244,8 @@ func TestChatStreamAssembleFacts(t *testing.T) {
 		"tool-call-dotnet": {"choices.0.message.content", "choices.0.message.refusal", "choices.0.logprobs"},
 		"refusal":          {"choices.0.message.content"},
 	}
-	for _, sc := range streamCases {
-		out, _ := assemble(t, bytes.NewReader(loadStream(t, sc.path)))
+	for _, sc := range csStreamCases {
+		out, _ := csAssemble(t, bytes.NewReader(csLoadStream(t, sc.path)))
 		if !gjson.ValidBytes(out) {
 			t.Fatalf("%s: invalid JSON", sc.name)
 		}
@@ -268,8 +268,8 @@ func TestChatStreamAssembleFacts(t *testing.T) {
 	}
 }
 
-// readEvents parses a stream with the sse reader.
-func readEvents(t testing.TB, r io.Reader) []sse.Event {
+// csReadEvents parses a stream with the sse reader.
+func csReadEvents(t testing.TB, r io.Reader) []sse.Event {
 	t.Helper()
 	rd := sse.NewReader(r, 0)
 	var evs []sse.Event
@@ -287,13 +287,13 @@ func readEvents(t testing.TB, r io.Reader) []sse.Event {
 
 func TestChatStreamWriteOriginal(t *testing.T) {
 	t.Parallel()
-	for _, sc := range streamCases {
-		raw := loadStream(t, sc.path)
-		want := readEvents(t, bytes.NewReader(raw))
-		for _, ch := range chunkings {
+	for _, sc := range csStreamCases {
+		raw := csLoadStream(t, sc.path)
+		want := csReadEvents(t, bytes.NewReader(raw))
+		for _, ch := range csChunkings {
 			t.Run(sc.name+"/"+ch.name, func(t *testing.T) {
 				t.Parallel()
-				s := NewChatStream(testLimit)
+				s := NewChatStream(csTestLimit)
 				if _, err := s.ReadFrom(ch.wrap(raw)); err != nil {
 					t.Fatal(err)
 				}
@@ -304,7 +304,7 @@ func TestChatStreamWriteOriginal(t *testing.T) {
 				if bytes.IndexByte(out.Bytes(), '\r') >= 0 {
 					t.Fatal("replay contains CR")
 				}
-				got := readEvents(t, bytes.NewReader(out.Bytes()))
+				got := csReadEvents(t, bytes.NewReader(out.Bytes()))
 				if len(got) != len(want) {
 					t.Fatalf("replayed %d events, want %d", len(got), len(want))
 				}
@@ -315,7 +315,7 @@ func TestChatStreamWriteOriginal(t *testing.T) {
 					}
 				}
 				// Replaying the replay is byte-identical: the framing is canonical.
-				s2 := NewChatStream(testLimit)
+				s2 := NewChatStream(csTestLimit)
 				if _, err := s2.ReadFrom(bytes.NewReader(out.Bytes())); err != nil {
 					t.Fatal(err)
 				}
@@ -333,12 +333,12 @@ func TestChatStreamWriteOriginal(t *testing.T) {
 
 func TestChatStreamReplayOmitUsage(t *testing.T) {
 	t.Parallel()
-	_, s := assemble(t, bytes.NewReader(loadStream(t, "testdata/chatstream/tool-call-dotnet.sse")))
+	_, s := csAssemble(t, bytes.NewReader(csLoadStream(t, "testdata/chatstream/tool-call-dotnet.sse")))
 	var out bytes.Buffer
 	if err := s.Replay(&out, ReplayOptions{OmitUsageChunk: true}); err != nil {
 		t.Fatal(err)
 	}
-	evs := readEvents(t, &out)
+	evs := csReadEvents(t, &out)
 	if len(evs) != s.Len()-1 {
 		t.Fatalf("%d events, want %d", len(evs), s.Len()-1)
 	}
@@ -353,7 +353,7 @@ func TestChatStreamReplayOmitUsage(t *testing.T) {
 }
 
 // rederive re-emits a completion and returns the stream.
-func rederive(t testing.TB, completion []byte, opts RederiveOptions) []byte {
+func csRederive(t testing.TB, completion []byte, opts RederiveOptions) []byte {
 	t.Helper()
 	var out bytes.Buffer
 	if err := RederiveChatStream(&out, completion, opts); err != nil {
@@ -362,9 +362,9 @@ func rederive(t testing.TB, completion []byte, opts RederiveOptions) []byte {
 	return out.Bytes()
 }
 
-// checkRederivedShape asserts the emit-side rules of docs/CLIENTS-AND-SSE.md
+// csCheckShape asserts the emit-side rules of docs/CLIENTS-AND-SSE.md
 // (B3, B5 design consequences, C3, D1) on a re-derived stream.
-func checkRederivedShape(t *testing.T, stream, completion []byte, opts RederiveOptions) {
+func csCheckShape(t *testing.T, stream, completion []byte, opts RederiveOptions) {
 	t.Helper()
 	if bytes.IndexByte(stream, '\r') >= 0 {
 		t.Fatal("CR in re-derived stream")
@@ -385,7 +385,7 @@ func checkRederivedShape(t *testing.T, stream, completion []byte, opts RederiveO
 			t.Fatalf("line %d is not one short data line: %.80q", i, l)
 		}
 	}
-	evs := readEvents(t, bytes.NewReader(stream))
+	evs := csReadEvents(t, bytes.NewReader(stream))
 	sawRole := map[int64]bool{}
 	for i, e := range evs[:len(evs)-1] {
 		d := e.Data
@@ -438,13 +438,13 @@ func checkRederivedShape(t *testing.T, stream, completion []byte, opts RederiveO
 // TestRederiveRoundTrip: Assemble(Rederive(Assemble(s))) == Assemble(s).
 func TestRederiveRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, sc := range streamCases {
-		completion, _ := assemble(t, bytes.NewReader(loadStream(t, sc.path)))
+	for _, sc := range csStreamCases {
+		completion, _ := csAssemble(t, bytes.NewReader(csLoadStream(t, sc.path)))
 		for _, opts := range []RederiveOptions{{}, {IncludeUsage: true}, {MaxPieceBytes: 1}, {MaxPieceBytes: 7, IncludeUsage: true}} {
 			t.Run(fmt.Sprintf("%s/%+v", sc.name, opts), func(t *testing.T) {
 				t.Parallel()
-				stream := rederive(t, completion, opts)
-				checkRederivedShape(t, stream, completion, opts)
+				stream := csRederive(t, completion, opts)
+				csCheckShape(t, stream, completion, opts)
 				want := completion
 				if !opts.IncludeUsage {
 					var err error
@@ -452,8 +452,8 @@ func TestRederiveRoundTrip(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for _, ch := range chunkings[:2] {
-					got, _ := assemble(t, ch.wrap(stream))
+				for _, ch := range csChunkings[:2] {
+					got, _ := csAssemble(t, ch.wrap(stream))
 					if !bytes.Equal(got, want) {
 						t.Errorf("%s: round trip:\n%s\nwant:\n%s", ch.name, got, want)
 					}
@@ -467,7 +467,7 @@ func TestRederiveRoundTrip(t *testing.T) {
 // edited with sjson, and one pretty-printed with whitespace everywhere.
 func TestRederiveTransformed(t *testing.T) {
 	t.Parallel()
-	completion, _ := assemble(t, bytes.NewReader(loadStream(t, "testdata/chatstream/tool-call-dotnet.sse")))
+	completion, _ := csAssemble(t, bytes.NewReader(csLoadStream(t, "testdata/chatstream/tool-call-dotnet.sse")))
 	edited, err := sjson.SetBytes(completion, "choices.0.message.tool_calls.0.function.arguments", "{\"personName\":\"[redacted]\"}\n")
 	if err != nil {
 		t.Fatal(err)
@@ -483,9 +483,9 @@ func TestRederiveTransformed(t *testing.T) {
 	for name, c := range map[string][]byte{"sjson": edited, "pretty": pretty.Bytes()} {
 		t.Run(name, func(t *testing.T) {
 			opts := RederiveOptions{IncludeUsage: true}
-			stream := rederive(t, c, opts)
-			checkRederivedShape(t, stream, compactJSON(t, c), opts)
-			got, _ := assemble(t, bytes.NewReader(stream))
+			stream := csRederive(t, c, opts)
+			csCheckShape(t, stream, csCompactJSON(t, c), opts)
+			got, _ := csAssemble(t, bytes.NewReader(stream))
 			for _, p := range []string{"choices.0.message.content", "choices.0.message.tool_calls.0.function.arguments", "usage.total_tokens"} {
 				if g, w := gjson.GetBytes(got, p).String(), gjson.GetBytes(c, p).String(); g != w {
 					t.Errorf("%s = %q, want %q", p, g, w)
@@ -515,7 +515,7 @@ func TestRederiveInvalid(t *testing.T) {
 		}
 	}
 	// The minimal valid completion.
-	stream := rederive(t, []byte(`{"choices":[]}`), RederiveOptions{})
+	stream := csRederive(t, []byte(`{"choices":[]}`), RederiveOptions{})
 	if string(stream) != "data: [DONE]\n\n" {
 		t.Errorf("empty choices: %q", stream)
 	}
@@ -556,14 +556,14 @@ func TestAssembleSplitSurrogate(t *testing.T) {
 	t.Parallel()
 	h := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"`
 	stream := h + `\ud83d"}}]}` + "\n\n" + h + `\ude00"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
-	out, _ := assemble(t, strings.NewReader(stream))
+	out, _ := csAssemble(t, strings.NewReader(stream))
 	if got := gjson.GetBytes(out, "choices.0.message.content").String(); got != "😀" {
 		t.Errorf("content = %q", got)
 	}
 }
 
-// errorCases are streams the proxy must fail closed on.
-var errorCases = []struct {
+// csErrorCases are streams the proxy must fail closed on.
+var csErrorCases = []struct {
 	file string
 	want error
 }{
@@ -589,12 +589,12 @@ var errorCases = []struct {
 
 func TestChatStreamErrors(t *testing.T) {
 	t.Parallel()
-	for _, tc := range errorCases {
-		raw := loadStream(t, filepath.Join("testdata", "chatstream", "errors", tc.file))
-		for _, ch := range chunkings {
+	for _, tc := range csErrorCases {
+		raw := csLoadStream(t, filepath.Join("testdata", "chatstream", "errors", tc.file))
+		for _, ch := range csChunkings {
 			t.Run(tc.file+"/"+ch.name, func(t *testing.T) {
 				t.Parallel()
-				s := NewChatStream(testLimit)
+				s := NewChatStream(csTestLimit)
 				_, readErr := s.ReadFrom(ch.wrap(raw))
 				_, err := s.Assemble()
 				if !errors.Is(err, tc.want) {
@@ -610,8 +610,8 @@ func TestChatStreamErrors(t *testing.T) {
 
 func TestChatStreamUpstreamErrorDetails(t *testing.T) {
 	t.Parallel()
-	s := NewChatStream(testLimit)
-	_, err := s.ReadFrom(bytes.NewReader(loadStream(t, "testdata/chatstream/errors/error-midstream.sse")))
+	s := NewChatStream(csTestLimit)
+	_, err := s.ReadFrom(bytes.NewReader(csLoadStream(t, "testdata/chatstream/errors/error-midstream.sse")))
 	var ue *UpstreamStreamError
 	if !errors.As(err, &ue) {
 		t.Fatalf("err = %v", err)
@@ -627,11 +627,11 @@ func TestChatStreamUpstreamErrorDetails(t *testing.T) {
 	if err := s.WriteOriginal(&out); err != nil {
 		t.Fatal(err)
 	}
-	if evs := readEvents(t, &out); len(evs) != 3 || !gjson.GetBytes(evs[2].Data, "error").Exists() {
+	if evs := csReadEvents(t, &out); len(evs) != 3 || !gjson.GetBytes(evs[2].Data, "error").Exists() {
 		t.Errorf("replay lost the error event: %d events", len(evs))
 	}
 	var ce *ChunkError
-	_, err = NewChatStream(testLimit).ReadFrom(strings.NewReader("data: {\"choices\":5}\n\n"))
+	_, err = NewChatStream(csTestLimit).ReadFrom(strings.NewReader("data: {\"choices\":5}\n\n"))
 	if !errors.As(err, &ce) || ce.Event != 0 {
 		t.Errorf("err = %v, want a ChunkError for event 0", err)
 	}
@@ -639,8 +639,8 @@ func TestChatStreamUpstreamErrorDetails(t *testing.T) {
 
 func TestChatStreamStopsAtDone(t *testing.T) {
 	t.Parallel()
-	raw := loadStream(t, "testdata/chatstream/errors/event-after-done.sse")
-	s := NewChatStream(testLimit)
+	raw := csLoadStream(t, "testdata/chatstream/errors/event-after-done.sse")
+	s := NewChatStream(csTestLimit)
 	if _, err := s.ReadFrom(bytes.NewReader(raw)); err != nil {
 		t.Fatalf("ReadFrom: %v", err)
 	}
@@ -658,13 +658,13 @@ func TestChatStreamStopsAtDone(t *testing.T) {
 
 func TestChatStreamBufferLimit(t *testing.T) {
 	t.Parallel()
-	raw := loadStream(t, "testdata/openai-recorded/chat-streaming.yaml")
+	raw := csLoadStream(t, "testdata/openai-recorded/chat-streaming.yaml")
 	n := int64(len(raw))
 	for _, tc := range []struct {
 		limit int64
 		ok    bool
 	}{{n, true}, {n - 1, false}, {1000, false}, {0, false}, {-1, false}} {
-		for _, ch := range chunkings[:2] {
+		for _, ch := range csChunkings[:2] {
 			s := NewChatStream(tc.limit)
 			got, err := s.ReadFrom(ch.wrap(raw))
 			if tc.ok != (err == nil) || (!tc.ok && !errors.Is(err, ErrBufferLimit)) {
@@ -679,7 +679,7 @@ func TestChatStreamBufferLimit(t *testing.T) {
 		}
 	}
 	// One endless line is stopped by the reader's own limit.
-	endless := io.MultiReader(strings.NewReader("data: "), infiniteReader{})
+	endless := io.MultiReader(strings.NewReader("data: "), csInfiniteReader{})
 	s := NewChatStream(1 << 20)
 	if _, err := s.ReadFrom(endless); !errors.Is(err, ErrBufferLimit) || !errors.Is(err, sse.ErrTooLarge) {
 		t.Fatalf("endless line: %v", err)
@@ -691,9 +691,9 @@ func TestChatStreamBufferLimit(t *testing.T) {
 	}
 }
 
-type infiniteReader struct{}
+type csInfiniteReader struct{}
 
-func (infiniteReader) Read(p []byte) (int, error) {
+func (csInfiniteReader) Read(p []byte) (int, error) {
 	for i := range p {
 		p[i] = 'x'
 	}
@@ -703,12 +703,12 @@ func (infiniteReader) Read(p []byte) (int, error) {
 // TestChatStreamReset reuses one ChatStream, as a sync.Pool would.
 func TestChatStreamReset(t *testing.T) {
 	t.Parallel()
-	s := NewChatStream(testLimit)
+	s := NewChatStream(csTestLimit)
 	for range 2 {
-		for _, sc := range streamCases {
-			raw := loadStream(t, sc.path)
-			want, _ := assemble(t, bytes.NewReader(raw))
-			s.Reset(testLimit)
+		for _, sc := range csStreamCases {
+			raw := csLoadStream(t, sc.path)
+			want, _ := csAssemble(t, bytes.NewReader(raw))
+			s.Reset(csTestLimit)
 			if _, err := s.ReadFrom(bytes.NewReader(raw)); err != nil {
 				t.Fatalf("%s: %v", sc.name, err)
 			}
@@ -717,14 +717,14 @@ func TestChatStreamReset(t *testing.T) {
 				t.Fatalf("%s after Reset: %v\n%s\nwant\n%s", sc.name, err, got, want)
 			}
 		}
-		s.Reset(testLimit)
+		s.Reset(csTestLimit)
 		_, _ = s.ReadFrom(strings.NewReader("data: nope\n\n"))
 	}
 }
 
-// accumulateOpenAIGo runs openai-go's own SSE decoder and
+// csOpenAIGo runs openai-go's own SSE decoder and
 // ChatCompletionAccumulator over a stream, as a Go client of the proxy would.
-func accumulateOpenAIGo(t *testing.T, stream []byte) openai.ChatCompletion {
+func csOpenAIGo(t *testing.T, stream []byte) openai.ChatCompletion {
 	t.Helper()
 	res := &http.Response{
 		Header: http.Header{"Content-Type": []string{"text/event-stream; charset=utf-8"}},
@@ -748,15 +748,15 @@ func accumulateOpenAIGo(t *testing.T, stream []byte) openai.ChatCompletion {
 	return acc.ChatCompletion
 }
 
-type clientView struct {
+type csClientView struct {
 	ID, Model string
 	Created   int64
 	Usage     int64
 	Choices   []string
 }
 
-func viewOf(c openai.ChatCompletion) clientView {
-	v := clientView{ID: c.ID, Model: c.Model, Created: c.Created, Usage: c.Usage.TotalTokens}
+func csViewOf(c openai.ChatCompletion) csClientView {
+	v := csClientView{ID: c.ID, Model: c.Model, Created: c.Created, Usage: c.Usage.TotalTokens}
 	for _, ch := range c.Choices {
 		s := fmt.Sprintf("index=%d finish=%q role=%q content=%q refusal=%q", ch.Index, ch.FinishReason, ch.Message.Role, ch.Message.Content, ch.Message.Refusal)
 		for _, tc := range ch.Message.ToolCalls {
@@ -772,22 +772,22 @@ func viewOf(c openai.ChatCompletion) clientView {
 // and that result agrees with Assemble.
 func TestOpenAIGoClientSeesSameCompletion(t *testing.T) {
 	t.Parallel()
-	for _, sc := range streamCases {
+	for _, sc := range csStreamCases {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			raw := loadStream(t, sc.path)
-			completion, s := assemble(t, bytes.NewReader(raw))
+			raw := csLoadStream(t, sc.path)
+			completion, s := csAssemble(t, bytes.NewReader(raw))
 			var replay bytes.Buffer
 			if err := s.WriteOriginal(&replay); err != nil {
 				t.Fatal(err)
 			}
-			upstream := viewOf(accumulateOpenAIGo(t, raw))
+			upstream := csViewOf(csOpenAIGo(t, raw))
 			for name, stream := range map[string][]byte{
 				"replay":   replay.Bytes(),
-				"rederive": rederive(t, completion, RederiveOptions{IncludeUsage: true}),
-				"pieces":   rederive(t, completion, RederiveOptions{IncludeUsage: true, MaxPieceBytes: 3}),
+				"rederive": csRederive(t, completion, RederiveOptions{IncludeUsage: true}),
+				"pieces":   csRederive(t, completion, RederiveOptions{IncludeUsage: true, MaxPieceBytes: 3}),
 			} {
-				got := viewOf(accumulateOpenAIGo(t, stream))
+				got := csViewOf(csOpenAIGo(t, stream))
 				if fmt.Sprint(got) != fmt.Sprint(upstream) {
 					t.Errorf("%s: openai-go sees\n%+v\nupstream gives\n%+v", name, got, upstream)
 				}
@@ -812,11 +812,11 @@ func TestOpenAIGoClientSeesSameCompletion(t *testing.T) {
 	}
 }
 
-// langchainView emulates langchaingo v0.1.14 parseStreamingChatResponse
+// csLangchainView emulates langchaingo v0.1.14 parseStreamingChatResponse
 // (docs/CLIENTS-AND-SSE.md §B3): a line scanner with the default 64 KiB
 // limit, JSON per "data: " line (others skipped), choices[0] only, and tool
 // call deltas merged by type == "" onto the last call.
-func langchainView(t *testing.T, stream []byte) (content string, calls [][3]string, finish string) {
+func csLangchainView(t *testing.T, stream []byte) (content string, calls [][3]string, finish string) {
 	t.Helper()
 	sc := bufio.NewScanner(bytes.NewReader(stream))
 	for sc.Scan() {
@@ -876,13 +876,13 @@ func langchainView(t *testing.T, stream []byte) (content string, calls [][3]stri
 // fragments were interleaved (which it would garble if replayed as is).
 func TestLangchaingoSeesCompletion(t *testing.T) {
 	t.Parallel()
-	for _, sc := range streamCases {
+	for _, sc := range csStreamCases {
 		if sc.name == "n2-choices" {
 			continue // langchaingo reads choices[0] of every chunk only
 		}
-		completion, _ := assemble(t, bytes.NewReader(loadStream(t, sc.path)))
+		completion, _ := csAssemble(t, bytes.NewReader(csLoadStream(t, sc.path)))
 		for _, opts := range []RederiveOptions{{}, {IncludeUsage: true, MaxPieceBytes: 5}} {
-			content, calls, finish := langchainView(t, rederive(t, completion, opts))
+			content, calls, finish := csLangchainView(t, csRederive(t, completion, opts))
 			ch := gjson.GetBytes(completion, "choices.0")
 			if content != ch.Get("message.content").String() || finish != ch.Get("finish_reason").String() {
 				t.Errorf("%s: langchaingo content %q finish %q", sc.name, content, finish)
@@ -905,11 +905,11 @@ func TestLangchaingoSeesCompletion(t *testing.T) {
 // valid JSON, survives Rederive and re-assembly unchanged, and the replay
 // assembles to the same completion.
 func FuzzAssemble(f *testing.F) {
-	for _, sc := range streamCases {
-		f.Add(loadStream(f, sc.path))
+	for _, sc := range csStreamCases {
+		f.Add(csLoadStream(f, sc.path))
 	}
-	for _, tc := range errorCases {
-		f.Add(loadStream(f, filepath.Join("testdata", "chatstream", "errors", tc.file)))
+	for _, tc := range csErrorCases {
+		f.Add(csLoadStream(f, filepath.Join("testdata", "chatstream", "errors", tc.file)))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		s := NewChatStream(1 << 20)
@@ -949,9 +949,9 @@ func FuzzAssemble(f *testing.F) {
 	})
 }
 
-// syntheticStream builds an OpenAI-like text stream whose content has
+// csSyntheticStream builds an OpenAI-like text stream whose content has
 // about size bytes, in 4-byte deltas like real tokens.
-func syntheticStream(size int, tools bool) []byte {
+func csSyntheticStream(size int, tools bool) []byte {
 	var b bytes.Buffer
 	head := `{"id":"chatcmpl-bench","object":"chat.completion.chunk","created":1727895263,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_f85bea6784","choices":[{"index":0,"delta":`
 	tail := `,"logprobs":null,"finish_reason":null}],"usage":null,"obfuscation":"k0O"}`
@@ -976,7 +976,7 @@ func syntheticStream(size int, tools bool) []byte {
 	return b.Bytes()
 }
 
-var benchSizes = []struct {
+var csBenchSizes = []struct {
 	name string
 	size int
 }{{"1KB", 1 << 10}, {"32KB", 32 << 10}}
@@ -984,15 +984,15 @@ var benchSizes = []struct {
 // BenchmarkAssemble measures ReadFrom plus Assemble with a reused
 // ChatStream; bytes/s is over the upstream stream.
 func BenchmarkAssemble(b *testing.B) {
-	for _, bs := range benchSizes {
+	for _, bs := range csBenchSizes {
 		b.Run(bs.name, func(b *testing.B) {
-			stream := syntheticStream(bs.size, true)
-			s := NewChatStream(testLimit)
+			stream := csSyntheticStream(bs.size, true)
+			s := NewChatStream(csTestLimit)
 			var out []byte
 			b.SetBytes(int64(len(stream)))
 			b.ReportAllocs()
 			for b.Loop() {
-				s.Reset(testLimit)
+				s.Reset(csTestLimit)
 				if _, err := s.ReadFrom(bytes.NewReader(stream)); err != nil {
 					b.Fatal(err)
 				}
@@ -1008,9 +1008,9 @@ func BenchmarkAssemble(b *testing.B) {
 
 // BenchmarkRederive measures re-emitting an assembled completion.
 func BenchmarkRederive(b *testing.B) {
-	for _, bs := range benchSizes {
+	for _, bs := range csBenchSizes {
 		b.Run(bs.name, func(b *testing.B) {
-			completion, _ := assemble(b, bytes.NewReader(syntheticStream(bs.size, true)))
+			completion, _ := csAssemble(b, bytes.NewReader(csSyntheticStream(bs.size, true)))
 			b.SetBytes(int64(len(completion)))
 			b.ReportAllocs()
 			for b.Loop() {
