@@ -293,7 +293,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		Passthrough:       []string{},
 		Metrics:           Metrics{Path: DefaultMetricsPath},
 		Admin:             Admin{TokenEnv: DefaultAdminTokenEnv},
-		ToolSeam:          ToolSeam{MaxAutoTurns: DefaultMaxAutoTurns},
+		ToolSeam:          ToolSeam{Transparent: true, MaxAutoTurns: DefaultMaxAutoTurns},
 		Resolvers:         map[string]Component{},
 		Redactors:         map[string]Component{},
 		IdentityProviders: map[string]Component{},

@@ -122,7 +122,7 @@ func TestParseDefaults(t *testing.T) {
 		cfg.Sessions.MaxSessions != DefaultMaxSessions || cfg.Limits.MaxRequestBytes != DefaultMaxRequestBytes ||
 		cfg.Limits.MaxBufferedResponseBytes != DefaultMaxBufferedResponseBytes || len(cfg.Passthrough) != 0 ||
 		cfg.Records != (Records{}) || cfg.Metrics.Path != DefaultMetricsPath || cfg.Admin.TokenEnv != DefaultAdminTokenEnv ||
-		cfg.ToolSeam != (ToolSeam{MaxAutoTurns: DefaultMaxAutoTurns}) || cfg.Upstream.APIKeyEnv != "" {
+		cfg.ToolSeam != (ToolSeam{Transparent: true, MaxAutoTurns: DefaultMaxAutoTurns}) || cfg.Upstream.APIKeyEnv != "" {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	if cfg.Hooks.Mode() != points.Enforce || cfg.Hooks.Timeouts().Interceptor != 5*time.Second {

@@ -47,7 +47,7 @@
 //	  max_backups: 0                  rotated files kept; 0 keeps all
 //	metrics: {path: /metrics}
 //	admin: {token_env: HOOKSPROXY_ADMIN_TOKEN}
-//	tool_seam: {transparent: false, max_auto_turns: 8}
+//	tool_seam: {transparent: true, max_auto_turns: 8}
 //	resolvers:          {<name>: {kind: <kind>, config: {...}}}
 //	redactors:          {<name>: {kind: <kind>, config: {...}}}
 //	identity_providers: {<name>: {kind: <kind>, config: {...}}}

@@ -3,6 +3,8 @@ package points
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -138,6 +140,96 @@ func FuzzJCSMatchesReference(f *testing.F) {
 			}
 		}
 	})
+}
+
+// preimageReference is Preimage as §10.2 defines it, step by step and
+// with gowebpki/jcs as the canonicalizer: the implementation Preimage
+// replaced, kept as the oracle for its single-pass version.
+func preimageReference(raw []byte) ([]byte, error) {
+	if err := CheckEncoding(raw, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	top, err := topMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEnvelope(top); err != nil {
+		return nil, err
+	}
+	proj := appendProjection(nil, top)
+	if err := CheckDomain(proj, DefaultMaxDepth); err != nil {
+		return nil, err
+	}
+	return jcs.Transform(proj)
+}
+
+// preimageSeeds are contexts for every point, with the projection's edge
+// cases: unsorted and escaped names, dropped members and subfields holding
+// out-of-bound integers, non-object values under subfield rules.
+func preimageSeeds() []string {
+	head := `"spec":"agent-hooks/0.1","timestamp":"t","sequence":1,"agent":{"id":"a","framework":"fw","name":18446744073709551616},` +
+		`"session":{"turn":1,"id":"s"},"target":{"z":1,"a":[{"y":2,"x":1e400}]}`
+	seeds := []string{
+		`{"interception_point":"agent_startup",` + head + `,"agent_init":{"x":9007199254740992,"tools_registered":["b","a"]}}`,
+		`{"interception_point":"input",` + head + `,"input":{"role":"user","content":"c\u00e9"},"extensions":{"n":1e999}}`,
+		`{"interception_point":"input",` + head + `,"input":{"role":"user","content":9007199254740992}}`,
+		`{"\u0069nterception_point":"pre_model_call",` + head + `,"messages":[{"role":"user","content":"hi","z":{"b":1,"a":2}}],"model":{"id":"m","vendor":"v"}}`,
+		`{"interception_point":"post_model_call",` + head + `,"model":{"id":"m"},"response":{"finish_reason":"stop","tool_calls":[],"content":null,"x":1},"usage":{"t":18446744073709551616}}`,
+		`{"interception_point":"pre_tool_call",` + head + `,"tool_call":{"name":"n","id":"i","args":{"k":-9007199254740992}}}`,
+		`{"interception_point":"post_tool_call",` + head + `,"tool_call":{"id":"i","name":"n","args":{}},"tool_result":{"is_error":false,"value":[1,{"b":0,"a":0}],"duration_ms":12345678901234567890}}`,
+		`{"interception_point":"output",` + head + `,"output":{"content":"c"}}`,
+		`{"interception_point":"agent_shutdown",` + head + `,"summary":{"reason":"completed","errors":0}}`,
+		`{"interception_point":"pre_model_call",` + head + `,"model":"m","messages":[]}`,
+		`{"interception_point":"pre_tool_call",` + head + `,"tool_call":{"id":"i","name":"n","args":{},"id":"j"}}`,
+		`[1]`, `"x"`, ` {"interception_point":"output"} `, `{"a":"\ud800"}`,
+	}
+	seeds = append(seeds, string(toolCtx(`{"b":9007199254740993}`, `"extensions":{"x":1}`)))
+	return seeds
+}
+
+// FuzzPreimageMatchesReference checks the single-pass Preimage against the
+// step-by-step definition: the same bytes, or the same DomainError.
+func FuzzPreimageMatchesReference(f *testing.F) {
+	for _, fx := range loadGolden(f) {
+		f.Add([]byte(fx.Ctx))
+	}
+	for _, s := range preimageSeeds() {
+		f.Add([]byte(s))
+	}
+	f.Add(preModelCtx(2 << 10))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		want, werr := preimageReference(raw)
+		got, gerr := Preimage(raw)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("Preimage err %v, reference %v: %q", gerr, werr, raw)
+		}
+		if werr != nil {
+			var wd, gd *DomainError
+			if !errors.As(werr, &wd) || !errors.As(gerr, &gd) || *wd != *gd {
+				t.Fatalf("Preimage err %#v, reference %#v", gerr, werr)
+			}
+			return
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("Preimage mismatch for %q:\n got %s\nwant %s", raw, got, want)
+		}
+	})
+}
+
+func TestPreimageMatchesReference(t *testing.T) {
+	t.Parallel()
+	inputs := preimageSeeds()
+	for _, fx := range loadGolden(t) {
+		inputs = append(inputs, string(fx.Ctx))
+	}
+	inputs = append(inputs, string(preModelCtx(64<<10)))
+	for _, in := range inputs {
+		want, werr := preimageReference([]byte(in))
+		got, gerr := Preimage([]byte(in))
+		if fmt.Sprint(werr) != fmt.Sprint(gerr) || !bytes.Equal(got, want) {
+			t.Errorf("%.80s: got %s (%v), want %s (%v)", in, got, gerr, want, werr)
+		}
+	}
 }
 
 func TestJCSNumbersRFC8785(t *testing.T) {

@@ -1,0 +1,167 @@
+package interceptors
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+func TestWebhook(t *testing.T) {
+	type seen struct {
+		body  string
+		auth  string
+		ctype string
+	}
+	got := make(chan seen, 16)
+	release := make(chan struct{})
+	defer close(release)
+	mux := http.NewServeMux()
+	answer := func(status int, body string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			got <- seen{string(b), r.Header.Get("Authorization"), r.Header.Get("Content-Type")}
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	mux.HandleFunc("/deny", answer(200, `{"decision":"deny","reason":"dangerous_tool"}`))
+	mux.HandleFunc("/allow", answer(200, `{"decision":"allow"}`))
+	mux.HandleFunc("/opa", answer(200, `{"result":{"decision":"deny","reason":"dangerous_tool"}}`))
+	mux.HandleFunc("/opa-undefined", answer(200, `{}`))
+	mux.HandleFunc("/500", answer(500, `{"decision":"allow"}`))
+	mux.HandleFunc("/garbage", answer(200, `<html>`))
+	mux.HandleFunc("/invalid", answer(200, `{"decision":"escalate"}`))
+	mux.HandleFunc("/reserved", answer(200, `{"decision":"deny","reason":"host_error:no_interceptor"}`))
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/allow", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"decision":"allow","message":"`+strings.Repeat("x", MaxWebhookAnswer)+`"}`)
+	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	env := Env{Getenv: func(k string) string {
+		if k == "HOOK_TOKEN" {
+			return "Bearer t0ken"
+		}
+		return ""
+	}, HTTPClient: srv.Client()}
+	mk := func(t *testing.T, cfg string) points.Interceptor {
+		ic, err := kind(t, KindWebhook).New("w", []byte(cfg), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ic
+	}
+	c := preTool(t, "delete_files", `{"path":"/"}`)
+
+	t.Run("deny with headers", func(t *testing.T) {
+		ic := mk(t, `{"url":"`+srv.URL+`/deny","headers_from_env":{"Authorization":"HOOK_TOKEN"}}`)
+		if got := verdictSummary(run(t, ic, c)); got != "deny dangerous_tool" {
+			t.Fatal(got)
+		}
+		s := <-got
+		if s.body != string(c.Raw()) || s.auth != "Bearer t0ken" || s.ctype != "application/json" {
+			t.Fatalf("server saw %+v", s)
+		}
+	})
+	t.Run("allow", func(t *testing.T) {
+		if got := verdictSummary(run(t, mk(t, `{"url":"`+srv.URL+`/allow"}`), c)); got != "allow" {
+			t.Fatal(got)
+		}
+		<-got
+	})
+	t.Run("OPA input_key and verdict_path", func(t *testing.T) {
+		ic := mk(t, `{"url":"`+srv.URL+`/opa","input_key":"input","verdict_path":"result"}`)
+		if got := verdictSummary(run(t, ic, c)); got != "deny dangerous_tool" {
+			t.Fatal(got)
+		}
+		s := <-got
+		if in := gjson.Get(s.body, "input"); in.Raw != string(c.Raw()) {
+			t.Fatalf("body not wrapped: %s", s.body)
+		}
+	})
+
+	failures := []struct {
+		name, cfg     string
+		verdictInvalid bool
+	}{
+		{"500", `{"url":"` + srv.URL + `/500"}`, false},
+		{"garbage", `{"url":"` + srv.URL + `/garbage"}`, false},
+		{"no verdict at verdict_path", `{"url":"` + srv.URL + `/opa-undefined","verdict_path":"result"}`, false},
+		{"redirect not followed", `{"url":"` + srv.URL + `/redirect"}`, false},
+		{"too big", `{"url":"` + srv.URL + `/big"}`, false},
+		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, false},
+		{"connection refused", `{"url":"http://127.0.0.1:1/"}`, false},
+		{"invalid verdict", `{"url":"` + srv.URL + `/invalid"}`, true},
+		{"reserved reason", `{"url":"` + srv.URL + `/reserved"}`, true},
+	}
+	for _, f := range failures {
+		t.Run(f.name, func(t *testing.T) {
+			_, err := mk(t, f.cfg).Intercept(context.Background(), c)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var ve *points.VerdictError
+			if isVE := errors.As(err, &ve); isVE != f.verdictInvalid {
+				t.Fatalf("VerdictError = %v, want %v (%v)", isVE, f.verdictInvalid, err)
+			}
+			if !f.verdictInvalid && !errors.Is(err, ErrWebhook) {
+				t.Fatalf("err %v does not wrap ErrWebhook", err)
+			}
+		drain:
+			for {
+				select {
+				case <-got:
+				default:
+					break drain
+				}
+			}
+		})
+	}
+
+	// Through the emitter: a transport failure is interceptor_failed, an
+	// invalid verdict is verdict_invalid.
+	for path, reason := range map[string]string{"/500": points.ReasonInterceptorFailed, "/invalid": points.ReasonVerdictInvalid} {
+		em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "w", Interceptor: mk(t, `{"url":"`+srv.URL+path+`"}`)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := em.EmitContext(context.Background(), c.Raw())
+		if res.Record.Verdict.Reason != reason {
+			t.Errorf("%s: reason %q, want %q", path, res.Record.Verdict.Reason, reason)
+		}
+		<-got
+	}
+}
+
+func TestWebhookCancelled(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	ic, err := newWebhook("w", []byte(`{"url":"`+srv.URL+`"}`), Env{HTTPClient: srv.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := ic.Intercept(ctx, inputCtx(t, `"x"`)); done <- err }()
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("cancelled call answered")
+	}
+}
