@@ -96,6 +96,10 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 		MaxRequestBytes:          cfg.Limits.MaxRequestBytes,
 		MaxBufferedResponseBytes: cfg.Limits.MaxBufferedResponseBytes,
 		Passthrough:              cfg.Passthrough,
+		TransparentToolSeam:      cfg.ToolSeam.Transparent,
+		MaxAutoTurns:             cfg.ToolSeam.MaxAutoTurns,
+		ToolSeamHostError:        cfg.Hooks.Posture(),
+		AdminToken:               func() string { return opts.Env.Getenv(cfg.Admin.TokenEnv) },
 		Logger:                   opts.Logger,
 		Emitter:                  em,
 	})

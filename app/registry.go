@@ -101,3 +101,6 @@ func newHMAC(name string, cfg json.RawMessage, getenv func(string) string) (poin
 	}
 	return points.HMACSHA256(name[len(prefix):], []byte(key))
 }
+
+// Getenv reads the process environment; it is the default Env.Getenv.
+func Getenv(k string) string { return os.Getenv(k) }

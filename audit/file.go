@@ -30,9 +30,8 @@ func OpenFile(path string, opts ...Option) (*Sink, error) {
 	if torn > 0 {
 		o.logger.Warn("audit record file had a torn last line; truncated it", "sink", o.name, "path", path, "bytes", torn)
 	}
-	s := newSink(o, fb)
+	s := newSink(o, fb, func(h hooks) { fb.h = h })
 	s.torn = torn
-	fb.h = s.hooks()
 	return s, nil
 }
 

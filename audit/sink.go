@@ -218,8 +218,8 @@ type Sink struct {
 	mu sync.Mutex
 
 	written, dropped, errs atomic.Uint64
-	torn                  int64
-	dropLog, errLog       limiter
+	torn                   int64
+	dropLog, errLog        limiter
 
 	// Owned by the drain goroutine (or mu in synchronous mode).
 	pendingErr     error
@@ -249,8 +249,11 @@ func (s *Sink) hooks() hooks {
 	return hooks{fail: s.fail, wrote: func(n int) { s.written.Add(uint64(n)) }}
 }
 
-func newSink(o options, be backend) *Sink {
+// newSink wires be to the sink through attach before the drain goroutine
+// starts, so the backend's hooks are set before anything can call them.
+func newSink(o options, be backend, attach func(hooks)) *Sink {
 	s := &Sink{o: o, be: be}
+	attach(s.hooks())
 	s.dropLog.every = o.logInterval
 	s.errLog.every = o.logInterval
 	if so, ok := o.reporter.(SinkOpener); ok {
@@ -269,9 +272,7 @@ func newSink(o options, be backend) *Sink {
 func NewWriterSink(name string, w io.Writer, opts ...Option) *Sink {
 	o := buildOptions(name, opts)
 	wb := &writerBackend{w: w}
-	s := newSink(o, wb)
-	wb.h = s.hooks()
-	return s
+	return newSink(o, wb, func(h hooks) { wb.h = h })
 }
 
 // NewStdoutSink returns a writer sink on standard output named "stdout".

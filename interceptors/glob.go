@@ -1,9 +1,11 @@
 package interceptors
 
 import (
+	"fmt"
 	"path"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // glob is a name pattern in path.Match syntax ("*", "?", "[a-z]", "[^x]",
@@ -34,26 +36,8 @@ func compileGlob(at, pattern string) (glob, error) {
 			i++
 			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
 		case '[':
-			// path.Match already validated the class; translate ^ and escapes.
-			j := i + 1
-			b.WriteByte('[')
-			if j < len(pattern) && pattern[j] == '^' {
-				b.WriteByte('^')
-				j++
-			}
-			for ; pattern[j] != ']'; j++ {
-				switch pattern[j] {
-				case '\\':
-					j++
-					b.WriteString(regexp.QuoteMeta(pattern[j:j+1]))
-				case '-':
-					b.WriteByte('-')
-				default:
-					b.WriteString(regexp.QuoteMeta(pattern[j:j+1]))
-				}
-			}
-			b.WriteByte(']')
-			i = j
+			// path.Match already validated the class.
+			i = globClass(&b, pattern, i+1)
 		default:
 			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
 		}
@@ -91,4 +75,47 @@ func (l globList) first(name string) int {
 		}
 	}
 	return -1
+}
+
+// globClass translates the path.Match class starting after "[" at i into
+// RE2 syntax with every rune spelled \x{...}, and returns the index of its
+// "]". Inverted ranges, which path.Match accepts and never matches, are
+// dropped; a class left empty matches nothing (or, negated, any rune).
+func globClass(b *strings.Builder, pattern string, i int) int {
+	neg := false
+	if pattern[i] == '^' {
+		neg = true
+		i++
+	}
+	next := func() rune {
+		if pattern[i] == '\\' {
+			i++
+		}
+		r, n := utf8.DecodeRuneInString(pattern[i:])
+		i += n
+		return r
+	}
+	var items []string
+	for pattern[i] != ']' {
+		lo := next()
+		hi := lo
+		if pattern[i] == '-' {
+			i++
+			hi = next()
+		}
+		if lo <= hi {
+			items = append(items, fmt.Sprintf(`\x{%x}-\x{%x}`, lo, hi))
+		}
+	}
+	switch {
+	case len(items) == 0 && neg:
+		b.WriteString(`.`)
+	case len(items) == 0:
+		b.WriteString(`[^\x{0}-\x{10ffff}]`)
+	case neg:
+		b.WriteString(`[^` + strings.Join(items, "") + `]`)
+	default:
+		b.WriteString(`[` + strings.Join(items, "") + `]`)
+	}
+	return i
 }

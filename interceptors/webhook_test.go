@@ -47,6 +47,7 @@ func TestWebhook(t *testing.T) {
 		_, _ = io.WriteString(w, `{"decision":"allow","message":"`+strings.Repeat("x", MaxWebhookAnswer)+`"}`)
 	})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // lets the server notice the client leaving
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -144,14 +145,17 @@ func TestWebhook(t *testing.T) {
 		}
 		res := em.EmitContext(context.Background(), c.Raw())
 		if res.Record.Verdict.Reason != reason {
-			t.Errorf("%s: reason %q, want %q", path, res.Record.Verdict.Reason, reason)
+			t.Fatalf("%s: reason %q, want %q", path, res.Record.Verdict.Reason, reason)
 		}
 		<-got
 	}
 }
 
 func TestWebhookCancelled(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		<-r.Context().Done()
+	}))
 	defer srv.Close()
 	ic, err := newWebhook("w", []byte(`{"url":"`+srv.URL+`"}`), Env{HTTPClient: srv.Client()})
 	if err != nil {

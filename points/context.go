@@ -305,6 +305,12 @@ func ValidateEnvelope(raw []byte) error {
 	if !gjson.ValidBytes(raw) {
 		return envErr("$", "not valid JSON")
 	}
+	return validateEnvelope(raw)
+}
+
+// validateEnvelope is ValidateEnvelope for bytes already known to be valid
+// JSON (the emitter checks the encoding first, more strictly).
+func validateEnvelope(raw []byte) error {
 	root := gjson.ParseBytes(raw)
 	if !root.IsObject() {
 		return envErr("$", "not an object")

@@ -82,6 +82,11 @@ func CheckEncoding(raw []byte, maxDepth int) error {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
 	}
+	// The fast validator accepts exactly what the scanner accepts (fuzzed
+	// against it); the scanner runs only to name the problem.
+	if validJSON(raw, maxDepth, false) {
+		return nil
+	}
 	return scanValue(raw, maxDepth, false)
 }
 
@@ -102,6 +107,9 @@ func CheckEncoding(raw []byte, maxDepth int) error {
 func CheckDomain(raw []byte, maxDepth int) error {
 	if maxDepth <= 0 {
 		maxDepth = DefaultMaxDepth
+	}
+	if validJSON(raw, maxDepth, true) {
+		return nil
 	}
 	return scanValue(raw, maxDepth, true)
 }

@@ -227,9 +227,9 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	case len(raw) > e.cfg.MaxContextBytes:
 		out, rejected = synthesized(ReasonContextInvalid, fmt.Sprintf("context exceeds %d bytes", e.cfg.MaxContextBytes)), true
 	default:
-		if err := ValidateEnvelope(raw); err != nil {
+		if err := CheckEncoding(raw, e.cfg.MaxDepth); err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
-		} else if err := CheckEncoding(raw, e.cfg.MaxDepth); err != nil {
+		} else if err := validateEnvelope(raw); err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
 		}
 	}

@@ -216,7 +216,7 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 			return
 		}
 		for _, s := range c.subs[t.s0:t.s1] {
-			viol = viol || s.viol && slices.Contains(k.sub, string(s.name))
+			viol = viol || s.viol && hasName(k.sub, s.name)
 		}
 	}
 	for _, k := range requiredKeep {
@@ -247,7 +247,7 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 		out = append(out, `":{`...)
 		subs := subBuf[:0]
 		for j := range c.subs[t.s0:t.s1] {
-			if s := &c.subs[t.s0+j]; slices.Contains(k.sub, string(s.name)) {
+			if s := &c.subs[t.s0+j]; hasName(k.sub, s.name) {
 				subs = append(subs, s)
 			}
 		}
@@ -262,6 +262,16 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 	}
 	c.out = append(out, '}')
 	return c.out, nil
+}
+
+// hasName reports whether name is one of names.
+func hasName(names []string, name []byte) bool {
+	for _, n := range names {
+		if n == string(name) {
+			return true
+		}
+	}
+	return false
 }
 
 // findTracked returns the member named name, or nil.

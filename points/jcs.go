@@ -23,7 +23,14 @@ import (
 // is recorded with its member spans sorted; phase 2 then copies c.buf to the
 // output once, writing those objects' members in sorted order. Every byte is
 // thus written at most twice whatever the nesting, and an input with no
-// unsorted object is returned straight from c.buf.
+// unsorted object is returned straight from c.buf. Names are compared as
+// UTF-8 bytes, with a fix-up at the first differing byte only where UTF-16
+// order differs (compareUTF16), so ASCII names cost a byte comparison.
+//
+// Two variants share the pass: validation only (validJSON: strings are not
+// copied, numbers not formatted, no phase 2), and the identity preimage
+// (identity.go), which also records where the root's members and their
+// members lie so that the projection can be cut from the canonical form.
 //
 // The accepted language is exactly that of the domain scanner (scanValue):
 // the same syntax, UTF-8, surrogate, finiteness, duplicate-name, depth and
@@ -82,7 +89,7 @@ type canonicalizer struct {
 	raw      []byte
 	maxDepth int // 0 = unbounded
 	ints     intRule
-	emit     bool // false: validate only (no output, no number formatting)
+	emit     bool // false: validate only (no strings, numbers or phase 2)
 	track    bool // record c.top and c.subs
 	viol     int  // integers beyond the bound seen (intCount)
 
@@ -548,7 +555,8 @@ func (c *canonicalizer) escapedStr(start, i int, seen uint64, key bool) (int, []
 	}
 }
 
-// unhex is the value of each hex digit byte, -1 for the others.
+// unhex is the value of each hex digit byte, -1 for the others. It is a
+// read-only table, filled once at init.
 var unhex = func() (t [256]int8) {
 	for k := range t {
 		t[k] = -1
@@ -682,7 +690,7 @@ func (c *canonicalizer) number(i int) (int, error) {
 
 // appendES appends ECMA-262 Number::toString(f) for a finite f (RFC 8785
 // §3.2.2.3): the shortest round-trip digits, in fixed notation for
-// 1e-7 < |f| < 1e21 and as d.ddde±x otherwise; -0 is 0.
+// 1e-6 <= |f| < 1e21 and as d.ddde±x otherwise; -0 is 0.
 func appendES(dst []byte, f float64) []byte {
 	if f == 0 {
 		return append(dst, '0')

@@ -118,7 +118,89 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// pre_model_call.
+	// Tool results and withheld calls in the history the agent replays.
+	if b, res := s.applyToolHistory(ctx, em, sess, body); res != nil {
+		rn.blocked(*res)
+		return
+	} else {
+		body = b
+	}
+	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
+
+	for turn := 0; ; turn++ {
+		t, ok := rn.modelTurn(ctx, body)
+		if !ok {
+			return
+		}
+		completion, modified := t.completion, t.modified
+		calls := gjson.GetBytes(completion, "choices.0.message.tool_calls").Array()
+		final := len(calls) == 0
+		if !final {
+			ids := make([]string, 0, len(calls))
+			for _, c := range calls {
+				ids = append(ids, c.Get("id").Str)
+			}
+			s.sessions.link(sess, ids)
+			if s.opts.TransparentToolSeam {
+				out, kept, withheld, halt := s.releaseCalls(ctx, em, sess, completion)
+				if halt != nil {
+					rn.blocked(*halt)
+					return
+				}
+				if kept == 0 && len(withheld) > 0 {
+					// Every call was denied: ask the model again with the
+					// control errors, within the configured bound.
+					if turn >= s.opts.MaxAutoTurns {
+						writeError(w, http.StatusForbidden, "agent_hooks_denied",
+							"every tool call the model asked for was denied, and the automatic continuation limit was reached", "tool_calls_denied")
+						rn.end("error", false)
+						return
+					}
+					body = continuation(body, completion, withheld, sess)
+					continue
+				}
+				if len(withheld) > 0 || !bytesEqual(out, completion) {
+					completion, modified = out, true
+				}
+			}
+		} else {
+			// output: the turn's final answer.
+			content := gjson.GetBytes(completion, "choices.0.message.content").Raw
+			res := em.Emit(ctx, sess.ps, points.OutputEvent([]byte(orNull(content))))
+			if !res.Proceed {
+				rn.blocked(res)
+				return
+			}
+			if res.Transformed {
+				var err error
+				if completion, err = sjson.SetRawBytes(completion, "choices.0.message.content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
+					rn.failClosed(points.OutputEvent(nil), "output write-back failed")
+					return
+				}
+				modified = true
+			}
+		}
+		rn.release(t, body, completion, modified)
+		if final {
+			rn.end("completed", false)
+		}
+		return
+	}
+}
+
+// turn is one permitted model call, held.
+type turn struct {
+	resp       *http.Response
+	held       *heldStream
+	completion []byte
+	modified   bool
+	post       points.Event
+}
+
+// modelTurn runs pre_model_call, the upstream call and post_model_call.
+// When it returns false the answer has been written.
+func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
+	s, em, sess, w, r := rn.s, rn.em, rn.sess, rn.w, rn.r
 	model := gjson.GetBytes(body, "model").Str
 	reqID := newID("req_")
 	ev := points.PreModelCallEvent(model, projectMessages(body)).With("request_id", quoteJSON(reqID))
@@ -128,34 +210,34 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	res := em.Emit(ctx, sess.ps, ev)
 	if !res.Proceed {
 		rn.blocked(res)
-		return
+		return turn{}, false
 	}
+	var err error
 	if res.Transformed {
-		if body, err = sjson.SetRawBytesOptions(body, "messages", []byte(res.Target().Raw), nil); err != nil {
-			rn.failClosed(points.PreModelCallEvent(model, nil), "messages write-back failed")
-			return
+		if body, err = sjson.SetRawBytes(body, "messages", []byte(res.Target().Raw)); err != nil {
+			rn.failClosed(ev, "messages write-back failed")
+			return turn{}, false
 		}
 	}
 
-	// The upstream call.
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
 	out, err := s.upstreamRequest(uctx, r, body)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		rn.end("error", false)
-		return
+		return turn{}, false
 	}
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if ctx.Err() != nil {
 			rn.end("cancelled", false) // the client went away
-			return
+			return turn{}, false
 		}
 		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "error", errors.Unwrap(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		rn.end("error", false)
-		return
+		return turn{}, false
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
@@ -165,117 +247,99 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		rn.end("error", false)
-		return
+		return turn{}, false
 	}
 
 	// Hold the whole response, headers included.
+	incomplete := points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(reqID))
+	t := turn{resp: resp}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var held *heldStream
-	var completion []byte
 	if ct == "text/event-stream" {
-		held, completion, err = s.holdStream(resp.Body)
+		t.held, t.completion, err = s.holdStream(resp.Body)
 		if err != nil {
-			s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
-			ev := points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(reqID))
-			rn.blocked(em.EmitHostDeny(ctx, sess.ps, ev, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
-			return
-		}
-	} else {
-		completion, err = io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1))
-		if err != nil || int64(len(completion)) > s.opts.MaxBufferedResponseBytes || !gjson.ValidBytes(completion) {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
-				return
+				return turn{}, false
 			}
-			ev := points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(reqID))
-			rn.blocked(em.EmitHostDeny(ctx, sess.ps, ev, points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
-			return
+			s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
+			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
+			return turn{}, false
+		}
+	} else {
+		t.completion, err = io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1))
+		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || !gjson.ValidBytes(t.completion) {
+			if ctx.Err() != nil {
+				rn.end("cancelled", false)
+				return turn{}, false
+			}
+			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
+			return turn{}, false
 		}
 	}
 
 	// post_model_call.
-	respModel := gjson.GetBytes(completion, "model").Str
+	respModel := gjson.GetBytes(t.completion, "model").Str
 	if respModel == "" {
 		respModel = model
 	}
-	response, _ := projectResponse(completion)
-	pev := points.PostModelCallEvent(respModel, response).With("request_id", quoteJSON(reqID))
-	if u := usageMember(completion); u != nil {
-		pev = pev.With("usage", u)
+	response, _ := projectResponse(t.completion)
+	t.post = points.PostModelCallEvent(respModel, response).With("request_id", quoteJSON(reqID))
+	if u := usageMember(t.completion); u != nil {
+		t.post = t.post.With("usage", u)
 	}
-	res = em.Emit(ctx, sess.ps, pev)
+	res = em.Emit(ctx, sess.ps, t.post)
 	if !res.Proceed {
 		rn.blocked(res)
-		return
+		return turn{}, false
 	}
-	modified := false
 	if res.Transformed {
-		if completion, err = writeBackResponse(completion, res.Target()); err != nil {
-			rn.failClosed(pev, "response write-back failed")
-			return
+		if t.completion, err = writeBackResponse(t.completion, res.Target()); err != nil {
+			rn.failClosed(t.post, "response write-back failed")
+			return turn{}, false
 		}
-		modified = true
+		t.modified = true
 	}
+	return t, true
+}
 
-	calls := gjson.GetBytes(completion, "choices.0.message.tool_calls").Array()
-	final := len(calls) == 0
-	if !final {
-		ids := make([]string, 0, len(calls))
-		for _, c := range calls {
-			ids = append(ids, c.Get("id").Str)
-		}
-		s.sessions.link(sess, ids)
-	} else {
-		// output: the turn's final answer.
-		content := gjson.GetBytes(completion, "choices.0.message.content").Raw
-		res = em.Emit(ctx, sess.ps, points.OutputEvent([]byte(orNull(content))))
-		if !res.Proceed {
-			rn.blocked(res)
-			return
-		}
-		if res.Transformed {
-			if completion, err = sjson.SetRawBytes(completion, "choices.0.message.content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-				rn.failClosed(points.OutputEvent(nil), "output write-back failed")
-				return
-			}
-			modified = true
-		}
-	}
-
-	// Release.
+// release writes the permitted response: the upstream events one for one
+// when nothing changed, otherwise events re-derived from the verdicted
+// completion (rendered first, so a failure is known before any byte).
+func (rn *run) release(t turn, body, completion []byte, modified bool) {
+	w := rn.w
 	var rendered []byte
-	if held != nil && modified {
-		if rendered, err = held.render(completion, gjson.GetBytes(body, "stream_options.include_usage").Bool()); err != nil {
-			rn.failClosed(pev, "verdicted response could not be re-derived as a stream")
+	var err error
+	if t.held != nil && modified {
+		if rendered, err = t.held.render(completion, gjson.GetBytes(body, "stream_options.include_usage").Bool()); err != nil {
+			rn.failClosed(t.post, "verdicted response could not be re-derived as a stream")
 			return
 		}
 	}
-	copyHeaders(w.Header(), resp.Header)
-	if held != nil {
+	copyHeaders(w.Header(), t.resp.Header)
+	if t.held != nil {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(resp.StatusCode)
+		w.WriteHeader(t.resp.StatusCode)
 		if modified {
 			_, err = w.Write(rendered)
 			if err == nil {
 				err = http.NewResponseController(w).Flush()
 			}
 		} else {
-			err = held.replay(w)
-		}
-		if err != nil {
-			s.log.Warn("client write failed", "session", sess.ps.ID(), "error", err)
+			err = t.held.replay(w)
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(completion)
+		w.WriteHeader(t.resp.StatusCode)
+		_, err = w.Write(completion)
 	}
-	if final {
-		rn.end("completed", false)
+	if err != nil {
+		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
 }
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // failClosed answers a host-side failure after a permitted verdict (a
 // write-back that could not be applied) and records it.

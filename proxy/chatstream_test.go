@@ -140,7 +140,9 @@ func csAssemble(t testing.TB, r io.Reader) ([]byte, *ChatStream) {
 	return out, s
 }
 
-func csGoldenPath(name string) string { return filepath.Join("testdata", "chatstream", "golden", name+".json") }
+func csGoldenPath(name string) string {
+	return filepath.Join("testdata", "chatstream", "golden", name+".json")
+}
 
 func csCompactJSON(t testing.TB, b []byte) []byte {
 	t.Helper()
@@ -196,7 +198,7 @@ func TestChatStreamAssembleFacts(t *testing.T) {
 		"openai-text": {
 			"id": "chatcmpl-C4HqHBe4xca0k0EzsCnf1t6V3YFXp", "model": "gpt-5-nano-2025-08-07", "created": "1755137933",
 			"choices.0.message.content": "Hi there! How can I help today? I can answer questions, explain concepts, help with writing or brainstorming, code, plan something, and more. Tell me what you’d like to work on or a topic you’re curious about.",
-			"choices.0.finish_reason": "stop", "choices.0.message.refusal": "", "system_fingerprint": "", "service_tier": "default",
+			"choices.0.finish_reason":   "stop", "choices.0.message.refusal": "", "system_fingerprint": "", "service_tier": "default",
 			"usage": "", "choices.#": "1",
 		},
 		"openai-usage-length": {
@@ -205,9 +207,9 @@ func TestChatStreamAssembleFacts(t *testing.T) {
 		},
 		"tool-call-dotnet": {
 			"choices.0.message.tool_calls.0.id": "call_F9ZaqPWo69u0urxAhVt8meDW", "choices.0.message.tool_calls.0.type": "function",
-			"choices.0.message.tool_calls.0.function.name": "GetPersonAge",
+			"choices.0.message.tool_calls.0.function.name":      "GetPersonAge",
 			"choices.0.message.tool_calls.0.function.arguments": `{"personName":"Alice"}`,
-			"choices.0.finish_reason": "tool_calls", "usage.total_tokens": "77", "system_fingerprint": "fp_f85bea6784",
+			"choices.0.finish_reason":                           "tool_calls", "usage.total_tokens": "77", "system_fingerprint": "fp_f85bea6784",
 			"choices.0.message.tool_calls.#": "1",
 		},
 		"parallel-tools": {
@@ -218,14 +220,14 @@ func TestChatStreamAssembleFacts(t *testing.T) {
 		"interleaved-tools": {
 			"choices.0.message.tool_calls.0.id": "call_x", "choices.0.message.tool_calls.0.function.name": "search",
 			"choices.0.message.tool_calls.0.function.arguments": `{"q":"a\"b"}`,
-			"choices.0.message.tool_calls.1.id": "call_y", "choices.0.message.tool_calls.1.function.name": "lookup",
+			"choices.0.message.tool_calls.1.id":                 "call_y", "choices.0.message.tool_calls.1.function.name": "lookup",
 			"choices.0.message.tool_calls.1.function.arguments": `{"k":"c"}`,
 		},
 		"n2-choices": {
 			"choices.#": "2", "choices.0.message.content": "Hello world!", "choices.0.finish_reason": "stop",
 			"choices.1.index": "1", "choices.1.message.content": "Bonjour le", "choices.1.finish_reason": "length",
 		},
-		"refusal": {"choices.0.message.refusal": "I'm sorry, I can't help with that.", "choices.0.message.content": ""},
+		"refusal":  {"choices.0.message.refusal": "I'm sorry, I can't help with that.", "choices.0.message.content": ""},
 		"logprobs": {"choices.0.logprobs.content.#": "3", "choices.0.logprobs.content.2.token": " sure", "choices.0.message.content": "Yes, sure"},
 		"reasoning-annotations": {
 			"choices.0.message.reasoning_content": "The user wants a citation.", "choices.0.message.annotations.#": "2",

@@ -44,6 +44,19 @@ type Options struct {
 	MaxBufferedResponseBytes int64
 	// Passthrough lists paths forwarded unchanged; all others are refused.
 	Passthrough []string
+	// TransparentToolSeam runs pre_tool_call on tool calls in responses and
+	// post_tool_call on role:tool results, for agents that never call the
+	// host API. MaxAutoTurns bounds how often the proxy asks the model
+	// again itself when every call of a response was denied (default 8).
+	TransparentToolSeam bool
+	MaxAutoTurns        int
+	// ToolSeamHostError is the declared posture for host_error denies at
+	// the tool seam: "continue" (default: a control error, the loop goes
+	// on) or "terminate" (the run halts with 503).
+	ToolSeamHostError string
+	// AdminToken returns the bearer token the admin API requires; nil or
+	// "" disables the admin API.
+	AdminToken func() string
 	// Logger receives structured logs without payloads.
 	Logger *slog.Logger
 	// Emitter runs the emissions; Swap replaces it on reload.
@@ -85,6 +98,12 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.MaxAutoTurns <= 0 {
+		opts.MaxAutoTurns = 8
+	}
+	if opts.ToolSeamHostError == "" {
+		opts.ToolSeamHostError = "continue"
 	}
 	if opts.Agent.ID == "" {
 		opts.Agent.ID = "agent"
@@ -183,6 +202,7 @@ func (s *Server) routes() chi.Router {
 		writeJSON(w, 200, map[string]string{"status": "ready"})
 	})
 	r.Post("/v1/chat/completions", s.chat)
+	s.mountHostAPI(r)
 	for _, p := range s.opts.Passthrough {
 		p = "/" + strings.TrimLeft(p, "/")
 		r.Handle(p, http.HandlerFunc(s.passthrough))

@@ -12,7 +12,7 @@ import (
 
 // session is one AGENT-HOOKS session as the proxy sees it.
 type session struct {
-	ps        *points.Session
+	ps         *points.Session
 	headerless bool
 
 	mu         sync.Mutex
@@ -21,6 +21,7 @@ type session struct {
 	blocked    bool // agent_startup denied: only agent_shutdown may follow (§6.1a)
 	ended      bool
 	callIDs    map[string]struct{} // tool-call ids this session has seen
+	tools      map[string]*toolCall
 	inFlight   int
 }
 
@@ -68,7 +69,7 @@ func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, 
 		ss.mu.Unlock()
 		return s, false
 	}
-	s = &session{ps: points.NewSession(ss.agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, inFlight: 1}
+	s = &session{ps: points.NewSession(ss.agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
 	ss.byID[id] = s
 	var evict *session
 	if len(ss.byID) > ss.max {

@@ -1,0 +1,241 @@
+package approvals
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// MaxPendingLimit is the largest max_pending a config may ask for; the
+// console keeps a memory of recent ids proportional to it.
+const MaxPendingLimit = 100000
+
+// ConfigError is a resolver config refused at load time. Path locates the
+// member, rooted at "config" (e.g. "config.max_pending"); Msg never echoes
+// the configured value.
+type ConfigError struct {
+	Path string
+	Msg  string
+}
+
+// Error renders "path: msg".
+func (e *ConfigError) Error() string { return e.Path + ": " + e.Msg }
+
+func cfgErr(path, format string, args ...any) *ConfigError {
+	return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
+}
+
+// configObject parses a config strictly: nil, empty or null is {}; it must
+// be an object; every key must be in known; duplicates are refused. It
+// returns the members by key.
+func configObject(raw []byte, known ...string) (map[string]gjson.Result, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		raw = []byte("{}")
+	}
+	if !gjson.ValidBytes(raw) {
+		return nil, cfgErr("config", "not valid JSON")
+	}
+	root := gjson.ParseBytes(raw)
+	if !root.IsObject() {
+		return nil, cfgErr("config", "must be an object")
+	}
+	allowed := make(map[string]bool, len(known))
+	for _, k := range known {
+		allowed[k] = true
+	}
+	out := map[string]gjson.Result{}
+	var err error
+	root.ForEach(func(k, v gjson.Result) bool {
+		p := memberPath("config", k.Str)
+		switch {
+		case !allowed[k.Str]:
+			err = cfgErr(p, "unknown key (known: %s)", joinKeys(known))
+		case out[k.Str].Exists():
+			err = cfgErr(p, "duplicate key")
+		default:
+			out[k.Str] = v
+		}
+		return err == nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func joinKeys(ks []string) string {
+	var b bytes.Buffer
+	for i, k := range ks {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// memberPath appends key to path, quoting keys that are not plain names.
+func memberPath(path, key string) string {
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return path + "[" + strconv.Quote(key) + "]"
+		}
+	}
+	if key == "" {
+		return path + `[""]`
+	}
+	return path + "." + key
+}
+
+// present reports whether a member was written with a value; a YAML key
+// written with no value arrives as null and reads as absent.
+func present(r gjson.Result) bool { return r.Exists() && r.Type != gjson.Null }
+
+// durationOf reads a positive Go duration string ("10m").
+func durationOf(path string, r gjson.Result) (time.Duration, error) {
+	if r.Type != gjson.String {
+		return 0, cfgErr(path, "must be a Go duration string such as \"10m\"")
+	}
+	d, err := time.ParseDuration(r.Str)
+	if err != nil {
+		return 0, cfgErr(path, "invalid duration")
+	}
+	if d <= 0 {
+		return 0, cfgErr(path, "must be positive")
+	}
+	return d, nil
+}
+
+// ParseConsoleConfig decodes a hooksproxy.console config strictly:
+//
+//	max_pending: 1000   # queue bound; default DefaultMaxPending
+//	timeout: 10m        # optional cap on one wait (expiry: unresolved)
+//
+// The wait is always bounded by the declaration's
+// timeouts.approval_resolver_ms as well (the emitter's resolver timeout),
+// so a long timeout here needs a long approval_resolver_ms too.
+func ParseConsoleConfig(cfg []byte) (ConsoleOptions, error) {
+	m, err := configObject(cfg, "max_pending", "timeout")
+	if err != nil {
+		return ConsoleOptions{}, err
+	}
+	var o ConsoleOptions
+	if r := m["max_pending"]; present(r) {
+		const p = "config.max_pending"
+		if r.Type != gjson.Number {
+			return ConsoleOptions{}, cfgErr(p, "must be an integer")
+		}
+		n, err := strconv.ParseInt(r.Raw, 10, 64)
+		if err != nil {
+			return ConsoleOptions{}, cfgErr(p, "must be an integer")
+		}
+		if n < 1 || n > MaxPendingLimit {
+			return ConsoleOptions{}, cfgErr(p, "must be between 1 and %d", MaxPendingLimit)
+		}
+		o.MaxPending = int(n)
+	}
+	if r := m["timeout"]; present(r) {
+		if o.Timeout, err = durationOf("config.timeout", r); err != nil {
+			return ConsoleOptions{}, err
+		}
+	}
+	return o, nil
+}
+
+// NewConsoleFromConfig builds a console from its config (see
+// ParseConsoleConfig). Use ParseConsoleConfig and NewConsole to add
+// Metrics or OnDecision.
+func NewConsoleFromConfig(cfg []byte) (*Console, error) {
+	o, err := ParseConsoleConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return NewConsole(o), nil
+}
+
+// webhookConfig is a decoded hooksproxy.webhook resolver config.
+type webhookConfig struct {
+	url     string
+	timeout time.Duration
+	headers map[string]string // header name → env var name, in key order
+	order   []string
+}
+
+func parseWebhookConfig(cfg []byte) (webhookConfig, error) {
+	m, err := configObject(cfg, "url", "timeout", "headers_from_env")
+	if err != nil {
+		return webhookConfig{}, err
+	}
+	var w webhookConfig
+	u := m["url"]
+	if !present(u) {
+		return webhookConfig{}, cfgErr("config.url", "required")
+	}
+	if u.Type != gjson.String {
+		return webhookConfig{}, cfgErr("config.url", "must be a string")
+	}
+	pu, perr := url.Parse(u.Str)
+	if perr != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return webhookConfig{}, cfgErr("config.url", "must be an absolute http or https URL")
+	}
+	if pu.User != nil {
+		return webhookConfig{}, cfgErr("config.url", "must not carry credentials; use headers_from_env")
+	}
+	w.url = u.Str
+	if r := m["timeout"]; present(r) {
+		if w.timeout, err = durationOf("config.timeout", r); err != nil {
+			return webhookConfig{}, err
+		}
+	}
+	if h := m["headers_from_env"]; present(h) {
+		if !h.IsObject() {
+			return webhookConfig{}, cfgErr("config.headers_from_env", "must be an object of header: ENV_VAR")
+		}
+		w.headers = map[string]string{}
+		h.ForEach(func(k, v gjson.Result) bool {
+			p := memberPath("config.headers_from_env", k.Str)
+			switch {
+			case !validHeaderName(k.Str):
+				err = cfgErr(p, "invalid header name")
+			case v.Type != gjson.String || v.Str == "":
+				err = cfgErr(p, "must name an environment variable")
+			default:
+				if _, dup := w.headers[k.Str]; dup {
+					err = cfgErr(p, "duplicate key")
+					break
+				}
+				w.headers[k.Str] = v.Str
+				w.order = append(w.order, k.Str)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return webhookConfig{}, err
+		}
+	}
+	return w, nil
+}
+
+// validHeaderName reports whether s is an RFC 9110 token.
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' ||
+			c == '+' || c == '-' || c == '.' || c == '^' || c == '_' || c == '`' || c == '|' || c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}

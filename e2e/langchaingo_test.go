@@ -1,0 +1,245 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tmc/langchaingo/agents"
+	"github.com/tmc/langchaingo/chains"
+	lcopenai "github.com/tmc/langchaingo/llms/openai"
+	"github.com/tmc/langchaingo/tools"
+
+	"github.com/hooksproxy/hooksproxy/scripted"
+)
+
+// headerDoer adds fixed headers to every request langchaingo sends.
+type headerDoer struct {
+	h http.Header
+}
+
+func (d headerDoer) Do(r *http.Request) (*http.Response, error) {
+	for k, vs := range d.h {
+		r.Header[k] = vs
+	}
+	return http.DefaultClient.Do(r)
+}
+
+// recordingTool wraps a real tool and remembers its inputs.
+type recordingTool struct {
+	tools.Tool
+	mu     sync.Mutex
+	inputs []string
+}
+
+func (t *recordingTool) Call(ctx context.Context, input string) (string, error) {
+	t.mu.Lock()
+	t.inputs = append(t.inputs, input)
+	t.mu.Unlock()
+	return t.Tool.Call(ctx, input)
+}
+
+func (t *recordingTool) calls() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.inputs)
+}
+
+// shellTool is a tool the policy forbids; it must never run.
+type shellTool struct{}
+
+func (shellTool) Name() string        { return "shell_exec" }
+func (shellTool) Description() string { return "Runs a shell command." }
+func (shellTool) Call(context.Context, string) (string, error) {
+	return "", nil
+}
+
+// streamCounter counts the chunks langchaingo's streaming reader parsed.
+type streamCounter struct {
+	mu     sync.Mutex
+	chunks int
+}
+
+func (s *streamCounter) fn(context.Context, []byte) error {
+	s.mu.Lock()
+	s.chunks++
+	s.mu.Unlock()
+	return nil
+}
+
+type lcRun struct {
+	out   string
+	err   error
+	calc  *recordingTool
+	shell *recordingTool
+	sc    *streamCounter
+}
+
+// runAgent runs langchaingo's OpenAI functions agent with a calculator and
+// a shell tool through the proxy, once, for question.
+func runAgent(t *testing.T, e *env, question, session string, stream bool) *lcRun {
+	t.Helper()
+	h := http.Header{}
+	if session != "" {
+		h.Set("X-Agent-Hooks-Session", session)
+	}
+	llm, err := lcopenai.New(
+		lcopenai.WithBaseURL(e.URL+"/v1"),
+		lcopenai.WithToken("test-key"),
+		lcopenai.WithModel("gpt-4o-mini"),
+		lcopenai.WithHTTPClient(headerDoer{h: h}),
+	)
+	if err != nil {
+		t.Fatalf("openai.New: %v", err)
+	}
+	r := &lcRun{calc: &recordingTool{Tool: tools.Calculator{}}, shell: &recordingTool{Tool: shellTool{}}}
+	// The functions agent streams when the chain call carries a streaming
+	// func (chains.GetLLMCallOptions overrides the agent's own).
+	var opts []chains.ChainCallOption
+	if stream {
+		r.sc = &streamCounter{}
+		opts = append(opts, chains.WithStreamingFunc(r.sc.fn))
+	}
+	agent := agents.NewOpenAIFunctionsAgent(llm, []tools.Tool{r.calc, r.shell})
+	r.out, r.err = chains.Run(t.Context(), agents.NewExecutor(agent, agents.WithMaxIterations(3)), question, opts...)
+	return r
+}
+
+// toolLoop is one agent run through the proxy with the transparent tool
+// seam: the model asks for the calculator, the agent runs it and sends the
+// result back, the model answers.
+var toolLoop = []string{
+	"agent_startup", "input", "pre_model_call", "post_model_call", "pre_tool_call",
+	"post_tool_call", "pre_model_call", "post_model_call", "output",
+}
+
+func TestLangchaingoAgentToolLoop(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		session string
+		stream  bool
+	}{
+		{"headerless", "", false},
+		{"headerless_stream", "", true},
+		{"session_header", "lc-session-1", false},
+		{"session_header_stream", "lc-session-2", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, policyYAML, scripted.New(rules()...).KeepBodies())
+			r := runAgent(t, e, "What is 6*7?", tc.session, tc.stream)
+			if r.err != nil {
+				t.Fatalf("agent run: %v", r.err)
+			}
+			if r.out != answerAgent {
+				t.Errorf("agent output = %q, want %q", r.out, answerAgent)
+			}
+			if got := r.calc.calls(); !slices.Equal(got, []string{"6*7"}) {
+				t.Errorf("calculator inputs = %q, want [6*7]", got)
+			}
+			if n := e.Up.Requests.Load(); n != 2 {
+				t.Errorf("upstream requests = %d, want 2", n)
+			}
+			if tc.stream {
+				if r.sc.chunks == 0 {
+					t.Errorf("streaming agent parsed no chunks")
+				}
+				for i, b := range e.Up.Bodies() {
+					if !strings.Contains(string(b), `"stream":true`) {
+						t.Errorf("upstream request %d did not stream: %s", i, b)
+					}
+				}
+			}
+			// The follow-up request carries the tool result under the
+			// call id the model chose.
+			bodies := e.Up.Bodies()
+			if len(bodies) == 2 && !strings.Contains(string(bodies[1]), `"tool_call_id":"call_calc_1"`) {
+				t.Errorf("follow-up lacks the tool result for call_calc_1: %s", bodies[1])
+			}
+
+			want := slices.Clone(toolLoop)
+			if tc.session == "" {
+				// A header-less run ends right after its final answer.
+				want = append(want, "agent_shutdown")
+			} else {
+				if ss := e.sessions(); !slices.Equal(ss, []string{tc.session}) {
+					t.Fatalf("sessions = %v, want [%s]", ss, tc.session)
+				}
+				if got := pointsOf(e.records(tc.session)); !slices.Equal(got, toolLoop) {
+					t.Errorf("points before the session ends = %v, want %v", got, toolLoop)
+				}
+				endSession(t, e, tc.session)
+				want = append(want, "agent_shutdown")
+			}
+			ss := e.sessions()
+			if len(ss) != 1 {
+				t.Fatalf("sessions = %v: the tool-loop follow-up did not join its run", ss)
+			}
+			recs := e.records(ss[0])
+			checkSequences(t, recs)
+			if got := pointsOf(recs); !slices.Equal(got, want) {
+				t.Errorf("points = %v, want %v", got, want)
+			}
+			for _, rec := range recs {
+				if !rec.Proceeds() {
+					t.Errorf("%s did not proceed: %+v", rec.InterceptionPoint, rec.Verdict)
+				}
+			}
+		})
+	}
+}
+
+// endSession ends a named session through the host API.
+func endSession(t *testing.T, e *env, sid string) {
+	t.Helper()
+	resp, err := http.Post(e.URL+"/agent-hooks/v1/sessions/"+sid+"/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+	if err != nil {
+		t.Fatalf("end session: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST /agent-hooks/v1/sessions/%s/end: status %d", sid, resp.StatusCode)
+	}
+}
+
+// TestLangchaingoAgentDeniedTool checks that a tool call the policy denies
+// at post_model_call stops the agent with langchaingo's error for a 403,
+// and the tool never runs.
+func TestLangchaingoAgentDeniedTool(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := "plain"
+		if stream {
+			name = "stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			e := start(t, policyYAML, scripted.New(rules()...))
+			r := runAgent(t, e, "please delete everything", "", stream)
+			if r.err == nil {
+				t.Fatalf("agent run succeeded with %q; want the deny", r.out)
+			}
+			msg := r.err.Error()
+			if !strings.Contains(msg, "403") || !strings.Contains(msg, "post_model_call") {
+				t.Errorf("error = %q, want langchaingo's status 403 error naming post_model_call", msg)
+			}
+			if strings.Contains(msg, "rm -rf") {
+				t.Errorf("error carries the denied payload: %q", msg)
+			}
+			if got := r.shell.calls(); len(got) != 0 {
+				t.Errorf("denied tool ran with %q", got)
+			}
+			recs := e.records(e.sessions()[0])
+			checkSequences(t, recs)
+			want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "agent_shutdown"}
+			if got := pointsOf(recs); !slices.Equal(got, want) {
+				t.Errorf("points = %v, want %v", got, want)
+			}
+			if len(recs) == len(want) {
+				if v := recs[3].Verdict; v.Decision != "deny" || v.Reason != "tool_denied" {
+					t.Errorf("post_model_call verdict = %+v, want deny tool_denied", v)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package metrics
+
+import "sync"
+
+// maxLabelLen bounds a reason or binding label value.
+const maxLabelLen = 64
+
+// identLabel returns s when it is a plain identifier (letters, digits and
+// _ . : / -, at most 64 bytes), else Other. Reasons and binding names are
+// policy identifiers; anything else may be text from a request, and a label
+// must never carry payload (nor invalid UTF-8, which the client rejects).
+func identLabel(s string) string {
+	if s == "" {
+		return None
+	}
+	if len(s) > maxLabelLen {
+		return Other
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9',
+			c == '_', c == '.', c == ':', c == '/', c == '-':
+		default:
+			return Other
+		}
+	}
+	return s
+}
+
+// capSet admits up to max distinct identifier label values; later ones
+// become Other, bounding the series an unexpected stream of reasons can
+// create.
+type capSet struct {
+	mu   sync.RWMutex
+	max  int
+	seen map[string]struct{}
+}
+
+func newCapSet(max int) *capSet {
+	if max <= 0 {
+		max = DefaultMaxReasons
+	}
+	return &capSet{max: max, seen: make(map[string]struct{})}
+}
+
+func (c *capSet) label(s string) string {
+	s = identLabel(s)
+	if s == Other || s == None {
+		return s
+	}
+	c.mu.RLock()
+	_, ok := c.seen[s]
+	c.mu.RUnlock()
+	if ok {
+		return s
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[s]; ok {
+		return s
+	}
+	if len(c.seen) >= c.max {
+		return Other
+	}
+	c.seen[s] = struct{}{}
+	return s
+}

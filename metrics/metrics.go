@@ -1,0 +1,420 @@
+// Package metrics exports hooksproxy's Prometheus metrics: the spec's
+// operations signals (AGENT-HOOKS-0.1 runbook §3: fail-closed rate by
+// reason, fold_truncated, approvals, records dropped, sink failures) and
+// the proxy's own (upstream calls, buffering, sessions, tokens, reloads).
+//
+// [Metrics] registers on the prometheus.Registerer it is given (never the
+// global one) and implements points.Observer, audit.Reporter and
+// [ProxyObserver]. A nil *Metrics is a valid no-op, so callers need no
+// checks. Create one per process and keep it across config reloads:
+// registering twice on one registry fails.
+//
+// Labels never carry payload. They are interception points, decisions,
+// modes, binding names, reasons and small closed sets; reasons and binding
+// names come from policy configuration, are checked against a conservative
+// identifier syntax and capped in number (see [WithMaxReasons]): anything
+// else is counted under "other".
+//
+// # Metrics
+//
+//	hooksproxy_decisions_total{point,decision,mode,liftable}      counter
+//	hooksproxy_denials_total{point,mode,reason,binding}           counter
+//	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed; starts at 0 for every reserved reason)
+//	hooksproxy_fold_truncated_total{point}                        counter
+//	hooksproxy_approvals_total{point,outcome}                     counter (outcome = resolved_by)
+//	hooksproxy_emission_duration_seconds{point}                   histogram
+//	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
+//	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
+//	hooksproxy_interceptor_failures_total{binding,point,reason}   counter
+//	hooksproxy_records_dropped_total{sink}                        counter
+//	hooksproxy_record_sink_errors_total{sink,op}                  counter
+//	hooksproxy_config_reloads_total{result}                       counter (success|failure)
+//	hooksproxy_config_last_reload_successful                      gauge
+//	hooksproxy_config_last_reload_success_timestamp_seconds       gauge
+//	hooksproxy_upstream_requests_total{code,stream}               counter (code "error": no response)
+//	hooksproxy_upstream_request_duration_seconds{class,stream}    histogram (class 2xx..5xx|error)
+//	hooksproxy_buffered_response_bytes                            histogram
+//	hooksproxy_held_streams                                       gauge
+//	hooksproxy_active_sessions                                    gauge
+//	hooksproxy_tokens_total{direction}                            counter (prompt|completion)
+//
+// deploy/prometheus/alerts.yml and deploy/grafana/hooksproxy.json are built
+// on these; a test fails when they query a metric that is not here.
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Namespace prefixes every metric name.
+const Namespace = "hooksproxy"
+
+// Defaults for the label caps.
+const (
+	DefaultMaxReasons  = 200
+	DefaultMaxBindings = 200
+)
+
+// Other is the label value for a reason or binding name that is not a
+// plain identifier or arrived after the cap was reached; Unknown stands
+// for an empty or invalid point, mode or decision; None for "no reason" and
+// "no deciding binding".
+const (
+	Other   = "other"
+	Unknown = "unknown"
+	None    = "none"
+)
+
+// sinkOps are the sink operations whose error counters start at zero for
+// each sink (audit.SinkOps; a test keeps the two in step).
+func sinkOps() []string { return []string{"encode", "open", "write", "sync", "rotate", "close"} }
+
+// Latency buckets, in seconds. Interceptors and emissions run against a 5 s
+// default timeout; upstream calls may stream for minutes.
+func decisionBuckets() []float64 {
+	return []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+}
+
+func upstreamBuckets() []float64 {
+	return []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
+}
+
+// bytesBuckets runs from 1 KiB to 256 MiB in powers of four; the default
+// buffer limit is 32 MiB.
+func bytesBuckets() []float64 { return prometheus.ExponentialBuckets(1024, 4, 10) }
+
+// ProxyObserver is what the HTTP layer reports. *Metrics implements it; a
+// consumer may declare a narrower interface of its own.
+type ProxyObserver interface {
+	// UpstreamRequest counts one upstream call: its HTTP status (0 when
+	// no response arrived), whether it streamed, and its duration.
+	UpstreamRequest(status int, stream bool, d time.Duration)
+	// BufferedResponseBytes observes the size of one held response.
+	BufferedResponseBytes(n int)
+	// HeldStreams adds delta (+1 when a stream is held, -1 when released
+	// or discarded) to the held-streams gauge.
+	HeldStreams(delta int)
+	// ActiveSessions sets the number of open sessions.
+	ActiveSessions(n int)
+	// Tokens adds a response's usage.
+	Tokens(prompt, completion int64)
+	// ConfigReload counts one reload attempt.
+	ConfigReload(ok bool)
+}
+
+// Option configures [New].
+type Option func(*Metrics)
+
+// WithMaxReasons caps the distinct policy reasons kept as label values
+// (default [DefaultMaxReasons]); later ones count as "other". Reserved
+// host_error:* reasons are always kept and do not use the budget.
+func WithMaxReasons(n int) Option { return func(m *Metrics) { m.reasons = newCapSet(n) } }
+
+// WithMaxBindings caps the distinct binding names kept as label values
+// (default [DefaultMaxBindings]).
+func WithMaxBindings(n int) Option { return func(m *Metrics) { m.bindings = newCapSet(n) } }
+
+// Metrics holds hooksproxy's collectors.
+type Metrics struct {
+	reasons, bindings *capSet
+
+	decisions           *prometheus.CounterVec
+	denials             *prometheus.CounterVec
+	hostErrors          *prometheus.CounterVec
+	foldTruncated       *prometheus.CounterVec
+	approvals           *prometheus.CounterVec
+	emissionDuration    *prometheus.HistogramVec
+	interceptorDuration *prometheus.HistogramVec
+	interceptorVerdicts *prometheus.CounterVec
+	interceptorFailures *prometheus.CounterVec
+	recordsDropped      *prometheus.CounterVec
+	sinkErrors          *prometheus.CounterVec
+	configReloads       *prometheus.CounterVec
+	configLastOK        prometheus.Gauge
+	configLastOKTime    prometheus.Gauge
+	upstreamRequests    *prometheus.CounterVec
+	upstreamDuration    *prometheus.HistogramVec
+	bufferedBytes       prometheus.Histogram
+	heldStreams         prometheus.Gauge
+	activeSessions      prometheus.Gauge
+	tokens              *prometheus.CounterVec
+
+	now func() time.Time
+}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	m := &Metrics{reasons: newCapSet(DefaultMaxReasons), bindings: newCapSet(DefaultMaxBindings), now: time.Now}
+	for _, o := range opts {
+		o(m)
+	}
+	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: name, Help: help}, labels)
+	}
+	histogram := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: Namespace, Name: name, Help: help, Buckets: buckets}, labels)
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
+	}
+	m.decisions = counter("decisions_total", "Emissions by interception point, combined decision, mode and whether the deny was liftable.", "point", "decision", "mode", "liftable")
+	m.denials = counter("denials_total", "Deny decisions by point, mode, reason and the deciding binding (none when host-synthesized).", "point", "mode", "reason", "binding")
+	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies by point and reserved reason.", "point", "reason")
+	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
+	m.approvals = counter("approvals_total", "Approval seam consultations by point and outcome (resolved_by: approval or rejection).", "point", "outcome")
+	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
+	m.interceptorDuration = histogram("interceptor_duration_seconds", "Time one interceptor took, by binding and point.", decisionBuckets(), "binding", "point")
+	m.interceptorVerdicts = counter("interceptor_verdicts_total", "Verdicts by binding, point and decision (after host substitution).", "binding", "point", "decision")
+	m.interceptorFailures = counter("interceptor_failures_total", "Interceptor calls replaced by a host_error:* deny, by binding, point and reason.", "binding", "point", "reason")
+	m.recordsDropped = counter("records_dropped_total", "InterceptionRecords a sink will never write (queue full, closed, or failed write).", "sink")
+	m.sinkErrors = counter("record_sink_errors_total", "Failed record sink operations by sink and operation.", "sink", "op")
+	m.configReloads = counter("config_reloads_total", "Configuration reload attempts by result.", "result")
+	m.configLastOK = gauge("config_last_reload_successful", "Whether the last configuration reload succeeded (1) or not (0).")
+	m.configLastOKTime = gauge("config_last_reload_success_timestamp_seconds", "Unix time of the last successful configuration load.")
+	m.upstreamRequests = counter("upstream_requests_total", "Upstream model API calls by HTTP status code (error when none arrived) and streaming.", "code", "stream")
+	m.upstreamDuration = histogram("upstream_request_duration_seconds", "Upstream model API call duration by status class and streaming.", upstreamBuckets(), "class", "stream")
+	m.bufferedBytes = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "buffered_response_bytes", Help: "Size of each response held until its verdicts passed.", Buckets: bytesBuckets()})
+	m.heldStreams = gauge("held_streams", "Streams currently held back until their verdicts pass.")
+	m.activeSessions = gauge("active_sessions", "Sessions currently open.")
+	m.tokens = counter("tokens_total", "Model tokens from upstream usage, by direction (prompt or completion).", "direction")
+
+	for _, c := range []prometheus.Collector{
+		m.decisions, m.denials, m.hostErrors, m.foldTruncated, m.approvals, m.emissionDuration,
+		m.interceptorDuration, m.interceptorVerdicts, m.interceptorFailures, m.recordsDropped, m.sinkErrors,
+		m.configReloads, m.configLastOK, m.configLastOKTime, m.upstreamRequests, m.upstreamDuration,
+		m.bufferedBytes, m.heldStreams, m.activeSessions, m.tokens,
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+
+	// Start the series that alerts watch with increase() at zero, so that
+	// the first event is seen as an increase.
+	for _, p := range points.AllPoints() {
+		for _, r := range points.ReservedReasons {
+			m.hostErrors.WithLabelValues(string(p), r)
+		}
+	}
+	for _, r := range []string{"success", "failure"} {
+		m.configReloads.WithLabelValues(r)
+	}
+	for _, d := range []string{"prompt", "completion"} {
+		m.tokens.WithLabelValues(d)
+	}
+	// A running process has a configuration that loaded.
+	m.configLastOK.Set(1)
+	return m, nil
+}
+
+// Emission implements points.Observer: it counts one finished emission from
+// its payload-free record.
+func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
+	if m == nil || r == nil {
+		return
+	}
+	point := pointLabel(r.InterceptionPoint)
+	mode := modeLabel(r.Mode)
+	decision := decisionLabel(r.Verdict.Decision)
+	inc(m.decisions, point, decision, mode, strconv.FormatBool(r.Liftable()))
+	if r.Verdict.Decision == points.DecisionDeny {
+		inc(m.denials, point, mode, m.reasonLabel(r.Verdict.Reason), m.decidingBinding(r))
+		if points.IsHostError(r.Verdict.Reason) {
+			inc(m.hostErrors, point, m.reasonLabel(r.Verdict.Reason))
+		}
+	}
+	if r.FoldTruncated != nil && *r.FoldTruncated {
+		inc(m.foldTruncated, point)
+	}
+	switch r.ResolvedBy {
+	case "approval", "rejection":
+		inc(m.approvals, point, r.ResolvedBy)
+	case "":
+	default:
+		inc(m.approvals, point, Other)
+	}
+	if h, err := m.emissionDuration.GetMetricWithLabelValues(point); err == nil {
+		h.Observe(elapsed.Seconds())
+	}
+}
+
+// Interceptor implements points.Observer: it times one interceptor call and
+// counts its verdict.
+func (m *Metrics) Interceptor(name string, p points.Point, v points.Verdict, elapsed time.Duration) {
+	if m == nil {
+		return
+	}
+	binding, point := m.bindings.label(name), pointLabel(p)
+	if h, err := m.interceptorDuration.GetMetricWithLabelValues(binding, point); err == nil {
+		h.Observe(elapsed.Seconds())
+	}
+	inc(m.interceptorVerdicts, binding, point, decisionLabel(v.Decision))
+	if v.Decision == points.DecisionDeny && points.IsHostError(v.Reason) {
+		inc(m.interceptorFailures, binding, point, m.reasonLabel(v.Reason))
+	}
+}
+
+// RecordsDropped implements audit.Reporter.
+func (m *Metrics) RecordsDropped(sink string, n uint64) {
+	if m == nil {
+		return
+	}
+	if c, err := m.recordsDropped.GetMetricWithLabelValues(identLabel(sink)); err == nil {
+		c.Add(float64(n))
+	}
+}
+
+// SinkError implements audit.Reporter.
+func (m *Metrics) SinkError(sink, op string) {
+	if m == nil {
+		return
+	}
+	inc(m.sinkErrors, identLabel(sink), identLabel(op))
+}
+
+// SinkOpened implements audit.SinkOpener: the sink's drop and error
+// counters start at zero.
+func (m *Metrics) SinkOpened(sink string) {
+	if m == nil {
+		return
+	}
+	s := identLabel(sink)
+	m.recordsDropped.WithLabelValues(s)
+	for _, op := range sinkOps() {
+		m.sinkErrors.WithLabelValues(s, op)
+	}
+}
+
+// UpstreamRequest implements [ProxyObserver].
+func (m *Metrics) UpstreamRequest(status int, stream bool, d time.Duration) {
+	if m == nil {
+		return
+	}
+	code, class := "error", "error"
+	if status >= 100 && status <= 599 {
+		code, class = strconv.Itoa(status), strconv.Itoa(status/100)+"xx"
+	}
+	s := strconv.FormatBool(stream)
+	inc(m.upstreamRequests, code, s)
+	if h, err := m.upstreamDuration.GetMetricWithLabelValues(class, s); err == nil {
+		h.Observe(d.Seconds())
+	}
+}
+
+// BufferedResponseBytes implements [ProxyObserver].
+func (m *Metrics) BufferedResponseBytes(n int) {
+	if m == nil || n < 0 {
+		return
+	}
+	m.bufferedBytes.Observe(float64(n))
+}
+
+// HeldStreams implements [ProxyObserver].
+func (m *Metrics) HeldStreams(delta int) {
+	if m == nil {
+		return
+	}
+	m.heldStreams.Add(float64(delta))
+}
+
+// ActiveSessions implements [ProxyObserver].
+func (m *Metrics) ActiveSessions(n int) {
+	if m == nil {
+		return
+	}
+	m.activeSessions.Set(float64(n))
+}
+
+// Tokens implements [ProxyObserver]; negative counts are ignored.
+func (m *Metrics) Tokens(prompt, completion int64) {
+	if m == nil {
+		return
+	}
+	if prompt > 0 {
+		m.tokens.WithLabelValues("prompt").Add(float64(prompt))
+	}
+	if completion > 0 {
+		m.tokens.WithLabelValues("completion").Add(float64(completion))
+	}
+}
+
+// ConfigReload implements [ProxyObserver]. Call it with true for the
+// initial load too, so that the success timestamp is set (the
+// last-reload-successful gauge starts at 1).
+func (m *Metrics) ConfigReload(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.configReloads.WithLabelValues("success").Inc()
+		m.configLastOK.Set(1)
+		m.configLastOKTime.Set(float64(m.now().UnixNano()) / 1e9)
+		return
+	}
+	m.configReloads.WithLabelValues("failure").Inc()
+	m.configLastOK.Set(0)
+}
+
+// inc increments a counter, ignoring label errors: an observer must never
+// panic inside an emission.
+func inc(c *prometheus.CounterVec, labels ...string) {
+	if x, err := c.GetMetricWithLabelValues(labels...); err == nil {
+		x.Inc()
+	}
+}
+
+// decidingBinding names the interceptor a record's decided_by points at.
+func (m *Metrics) decidingBinding(r *points.Record) string {
+	if r.DecidedBy == nil {
+		return None
+	}
+	for _, v := range r.Verdicts {
+		if v.Index == *r.DecidedBy {
+			return m.bindings.label(v.Name)
+		}
+	}
+	return Unknown
+}
+
+func (m *Metrics) reasonLabel(r string) string {
+	if r == "" {
+		return None
+	}
+	if points.IsHostError(r) {
+		for _, known := range points.ReservedReasons {
+			if r == known {
+				return r
+			}
+		}
+		return Other
+	}
+	return m.reasons.label(r)
+}
+
+func pointLabel(p points.Point) string {
+	if p.Valid() {
+		return string(p)
+	}
+	return Unknown
+}
+
+func modeLabel(m points.Mode) string {
+	switch m {
+	case points.Enforce, points.EvaluateOnly:
+		return string(m)
+	}
+	return Unknown
+}
+
+func decisionLabel(d points.Decision) string {
+	switch d {
+	case points.DecisionAllow, points.DecisionDeny, points.DecisionTransform:
+		return string(d)
+	}
+	return Unknown
+}

@@ -1,0 +1,244 @@
+package metrics
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/hooksproxy/hooksproxy/audit"
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// Compile-time checks of the interfaces *Metrics serves.
+var (
+	_ points.Observer  = (*Metrics)(nil)
+	_ audit.Reporter   = (*Metrics)(nil)
+	_ audit.SinkOpener = (*Metrics)(nil)
+	_ ProxyObserver    = (*Metrics)(nil)
+)
+
+func newMetrics(t testing.TB, opts ...Option) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.now = func() time.Time { return time.Unix(1767225600, 0) }
+	return m, reg
+}
+
+// deterministic lists the metrics whose values a scripted run fixes; the
+// histograms of measured durations are checked by count in
+// TestLatencyHistogramsCount.
+var deterministic = []string{
+	"hooksproxy_decisions_total", "hooksproxy_denials_total", "hooksproxy_host_errors_total",
+	"hooksproxy_fold_truncated_total", "hooksproxy_approvals_total", "hooksproxy_interceptor_verdicts_total",
+	"hooksproxy_interceptor_failures_total", "hooksproxy_records_dropped_total", "hooksproxy_record_sink_errors_total",
+	"hooksproxy_config_reloads_total", "hooksproxy_config_last_reload_successful",
+	"hooksproxy_config_last_reload_success_timestamp_seconds", "hooksproxy_upstream_requests_total",
+	"hooksproxy_buffered_response_bytes", "hooksproxy_held_streams", "hooksproxy_active_sessions", "hooksproxy_tokens_total",
+}
+
+// scriptedRun drives every metric: the emitter scenarios plus a scripted
+// proxy and sink history.
+func scriptedRun(t testing.TB, m *Metrics) {
+	t.Helper()
+	ring := audit.NewRing(100)
+	runScenarios(t, m, ring)
+	m.SinkOpened("file")
+	m.RecordsDropped("file", 3)
+	m.SinkError("file", "write")
+	m.SinkError("file", "sync")
+	m.ConfigReload(true)
+	m.ConfigReload(false)
+	m.ConfigReload(true)
+	m.UpstreamRequest(200, false, 120*time.Millisecond)
+	m.UpstreamRequest(200, true, 2*time.Second)
+	m.UpstreamRequest(429, false, 10*time.Millisecond)
+	m.UpstreamRequest(0, true, time.Second)
+	m.BufferedResponseBytes(2048)
+	m.BufferedResponseBytes(5 << 20)
+	m.HeldStreams(1)
+	m.HeldStreams(1)
+	m.HeldStreams(-1)
+	m.ActiveSessions(3)
+	m.Tokens(120, 30)
+	m.Tokens(-1, 5)
+}
+
+func TestGoldenExposition(t *testing.T) {
+	m, reg := newMetrics(t)
+	scriptedRun(t, m)
+	golden := filepath.Join("testdata", "scripted_run.prom")
+	if *update {
+		b, err := testutil.GatherAndFormat(reg, expfmt.TypeTextPlain, deterministic...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := testutil.GatherAndCompare(reg, f, deterministic...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLatencyHistogramsCount(t *testing.T) {
+	m, reg := newMetrics(t)
+	scriptedRun(t, m)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[string]uint64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			if h := mt.GetHistogram(); h != nil {
+				key := mf.GetName()
+				for _, l := range mt.GetLabel() {
+					key += "," + l.GetName() + "=" + l.GetValue()
+				}
+				counts[key] = h.GetSampleCount()
+			}
+		}
+	}
+	want := map[string]uint64{
+		// One emission per scenario, by point.
+		"hooksproxy_emission_duration_seconds,point=agent_startup":   1,
+		"hooksproxy_emission_duration_seconds,point=input":           6,
+		"hooksproxy_emission_duration_seconds,point=output":          5,
+		"hooksproxy_emission_duration_seconds,point=post_model_call": 1,
+		"hooksproxy_emission_duration_seconds,point=pre_model_call":  2,
+		"hooksproxy_emission_duration_seconds,point=pre_tool_call":   9,
+		// One observation per interceptor call.
+		"hooksproxy_interceptor_duration_seconds,binding=allow-all,point=input":               1, // context_invalid calls nobody
+		"hooksproxy_interceptor_duration_seconds,binding=tool-governance,point=pre_tool_call": 6,
+		"hooksproxy_interceptor_duration_seconds,binding=slow,point=input":                    1,
+		"hooksproxy_upstream_request_duration_seconds,class=2xx,stream=false":                 1,
+		"hooksproxy_upstream_request_duration_seconds,class=2xx,stream=true":                  1,
+		"hooksproxy_upstream_request_duration_seconds,class=4xx,stream=false":                 1,
+		"hooksproxy_upstream_request_duration_seconds,class=error,stream=true":                1,
+		"hooksproxy_buffered_response_bytes":                                                  2,
+	}
+	for k, v := range want {
+		if counts[k] != v {
+			t.Errorf("%s: %d samples, want %d", k, counts[k], v)
+		}
+	}
+}
+
+func TestLint(t *testing.T) {
+	m, reg := newMetrics(t)
+	scriptedRun(t, m)
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), Namespace+"_") {
+			t.Errorf("%s lacks the %s_ prefix", mf.GetName(), Namespace)
+		}
+	}
+}
+
+func TestNilMetricsIsNoop(t *testing.T) {
+	var m *Metrics
+	m.Emission(&points.Record{}, time.Second)
+	m.Interceptor("x", points.Input, points.Allow(), time.Second)
+	m.RecordsDropped("file", 1)
+	m.SinkError("file", "write")
+	m.SinkOpened("file")
+	m.UpstreamRequest(200, true, time.Second)
+	m.BufferedResponseBytes(1)
+	m.HeldStreams(1)
+	m.ActiveSessions(1)
+	m.Tokens(1, 1)
+	m.ConfigReload(true)
+}
+
+func TestRegisterTwiceFails(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(reg); err == nil {
+		t.Fatal("registering twice on one registry should fail")
+	}
+}
+
+func TestSinkOpsMatchAudit(t *testing.T) {
+	if strings.Join(sinkOps(), ",") != strings.Join(audit.SinkOps(), ",") {
+		t.Fatalf("metrics sink ops %v, audit %v", sinkOps(), audit.SinkOps())
+	}
+}
+
+func TestLabelCaps(t *testing.T) {
+	tests := []struct {
+		in, want string
+	}{
+		{"secret_in_output", "secret_in_output"},
+		{"vendor.policy/rule-1:v2", "vendor.policy/rule-1:v2"},
+		{"", None},
+		{"has space", Other},
+		{"naïve", Other},
+		{"\xff\xfe", Other},
+		{strings.Repeat("a", 65), Other},
+		{strings.Repeat("a", 64), strings.Repeat("a", 64)},
+	}
+	for _, tt := range tests {
+		if got := identLabel(tt.in); got != tt.want {
+			t.Errorf("identLabel(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+	c := newCapSet(2)
+	for _, s := range []string{"a", "b", "a"} {
+		if c.label(s) != s {
+			t.Errorf("%s should be kept", s)
+		}
+	}
+	if c.label("c") != Other {
+		t.Error("the third distinct value should be other")
+	}
+}
+
+func TestReasonCardinalityCapped(t *testing.T) {
+	m, reg := newMetrics(t, WithMaxReasons(3))
+	for i := 0; i < 10; i++ {
+		r := &points.Record{InterceptionPoint: points.Output, Mode: points.Enforce,
+			Verdict: points.RecordVerdict{Decision: points.DecisionDeny, Reason: "policy_" + string(rune('a'+i))}}
+		m.Emission(r, time.Millisecond)
+	}
+	// Reserved reasons never use the budget.
+	m.Emission(&points.Record{InterceptionPoint: points.Output, Mode: points.Enforce,
+		Verdict: points.RecordVerdict{Decision: points.DecisionDeny, Reason: points.ReasonInterceptorTimeout}}, time.Millisecond)
+	n, err := testutil.GatherAndCount(reg, "hooksproxy_denials_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 { // a, b, c, other, host_error:interceptor_timeout
+		t.Fatalf("%d denial series, want 5", n)
+	}
+	if v := testutil.ToFloat64(m.denials.WithLabelValues("output", "enforce", Other, None)); v != 7 {
+		t.Fatalf("other = %v, want 7", v)
+	}
+}

@@ -1,0 +1,221 @@
+package proxy
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// The host API lets a cooperating agent run the tool seam explicitly:
+//
+//	POST /agent-hooks/v1/sessions/{sid}/tool-calls/{cid}/pre   {name, args}
+//	POST /agent-hooks/v1/sessions/{sid}/tool-calls/{cid}/post  {name, args, result, is_error}
+//	POST /agent-hooks/v1/sessions/{sid}/end                    {reason}
+func (s *Server) mountHostAPI(r chi.Router) {
+	r.Route("/agent-hooks/v1/sessions/{sid}", func(r chi.Router) {
+		r.Post("/tool-calls/{cid}/pre", s.hostPre)
+		r.Post("/tool-calls/{cid}/post", s.hostPost)
+		r.Post("/end", s.hostEnd)
+	})
+}
+
+// hostBody reads a small JSON object body.
+func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body too large or unreadable", "request_too_large")
+		return gjson.Result{}, false
+	}
+	if !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body must be a JSON object", "invalid_request")
+		return gjson.Result{}, false
+	}
+	return gjson.ParseBytes(b), true
+}
+
+// hostSession finds the session named sid, starting it (agent_startup) if
+// it is new.
+func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, *points.Emitter, bool) {
+	em := s.Emitter()
+	if em == nil {
+		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
+		return nil, nil, false
+	}
+	sid := chi.URLParam(r, "sid")
+	sess, created := s.sessions.get(sid, false, s.opts.Now())
+	if created {
+		res := em.Emit(r.Context(), sess.ps, points.StartupEvent(nil))
+		sess.mu.Lock()
+		sess.started, sess.blocked = res.Proceed, !res.Proceed
+		sess.mu.Unlock()
+		if !res.Proceed {
+			s.sessions.release(sess, s.opts.Now())
+			writeBlocked(w, res)
+			if s.sessions.end(sess) {
+				s.shutdown(r.Context(), em, sess, "error")
+			}
+			return nil, nil, false
+		}
+	}
+	sess.mu.Lock()
+	blocked := sess.blocked
+	sess.mu.Unlock()
+	if blocked {
+		s.sessions.release(sess, s.opts.Now())
+		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
+		return nil, nil, false
+	}
+	return sess, em, true
+}
+
+// toolSeamAnswer writes the outcome of a tool-seam emission: the control
+// error for a policy deny (the agent hands it to the model, the loop goes
+// on) and, under the terminate posture, 503 for a host error.
+func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, em *points.Emitter, sess *session, res *points.Result, control json.RawMessage) {
+	if res != nil && s.terminates(*res) {
+		writeBlocked(w, *res)
+		if s.sessions.end(sess) {
+			s.shutdown(r.Context(), em, sess, "error")
+		}
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"proceed": false, "control_error": control})
+}
+
+func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
+	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
+	if !ok {
+		return
+	}
+	name := body.Get("name")
+	args := body.Get("args")
+	if name.Type != gjson.String || name.Str == "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a non-empty string", "invalid_request")
+		return
+	}
+	var argsRaw []byte
+	switch {
+	case !args.Exists() || args.Type == gjson.Null:
+		argsRaw = []byte("{}")
+	case args.IsObject():
+		argsRaw = []byte(args.Raw)
+	case args.Type == gjson.String:
+		argsRaw = argsObject(args.Str)
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'args' must be an object", "invalid_request")
+		return
+	}
+	sess, em, ok := s.hostSession(w, r)
+	if !ok {
+		return
+	}
+	defer s.sessions.release(sess, s.opts.Now())
+	cid := chi.URLParam(r, "cid")
+	sess.mu.Lock()
+	if tc := sess.tools[cid]; tc != nil && tc.preDone && tc.name != name.Str {
+		sess.mu.Unlock()
+		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for another tool", "tool_call_conflict")
+		return
+	}
+	sess.mu.Unlock()
+	tc, res := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
+	s.sessions.link(sess, []string{cid})
+	if !tc.proceed {
+		s.toolSeamBlocked(w, r, em, sess, res, tc.control)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": json.RawMessage(tc.args)})
+}
+
+func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
+	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
+	if !ok {
+		return
+	}
+	sess, em, ok := s.hostSession(w, r)
+	if !ok {
+		return
+	}
+	defer s.sessions.release(sess, s.opts.Now())
+	cid := chi.URLParam(r, "cid")
+	value := []byte(orNull(body.Get("result").Raw))
+	isErr := body.Get("is_error").Bool()
+	tc, res, ran := s.postTool(r.Context(), em, sess, cid, value, isErr)
+	if !ran {
+		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
+		if tc != nil && tc.postDone {
+			msg = "post_tool_call already ran for this id"
+		}
+		writeError(w, http.StatusConflict, "invalid_request_error", msg, "tool_call_state")
+		return
+	}
+	if !res.Proceed {
+		s.toolSeamBlocked(w, r, em, sess, res, controlError(points.PostToolCall, res.Verdict))
+		return
+	}
+	result := json.RawMessage(value)
+	if res.Transformed {
+		result = json.RawMessage(res.Target().Raw)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "result": result})
+}
+
+func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
+	body, ok := hostBody(w, r, 1<<16)
+	if !ok {
+		return
+	}
+	reason := body.Get("reason").Str
+	if reason == "" {
+		reason = "completed"
+	}
+	switch reason {
+	case "completed", "error", "cancelled":
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'reason' must be completed, error or cancelled", "invalid_request")
+		return
+	}
+	em := s.Emitter()
+	sid := chi.URLParam(r, "sid")
+	s.sessions.mu.Lock()
+	sess := s.sessions.byID[sid]
+	s.sessions.mu.Unlock()
+	if sess == nil || !s.sessions.end(sess) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
+		return
+	}
+	res := em.Emit(r.Context(), sess.ps, points.ShutdownEvent(reason))
+	writeJSON(w, http.StatusOK, map[string]any{"ended": true, "decision": res.Verdict.Decision})
+}
+
+// adminOnly guards admin routes with the bearer token; an unset token
+// disables them.
+func (s *Server) adminOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		want := ""
+		if s.opts.AdminToken != nil {
+			want = s.opts.AdminToken()
+		}
+		if want == "" {
+			writeError(w, http.StatusForbidden, "permission_error", "the admin API is disabled: set the admin token env var", "admin_disabled")
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hooksproxy"`)
+			writeError(w, http.StatusUnauthorized, "authentication_error", "admin token required", "unauthorized")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// AdminOnly exposes the admin guard for routes mounted by other packages.
+func (s *Server) AdminOnly(next http.Handler) http.Handler { return s.adminOnly(next) }

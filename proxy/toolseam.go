@@ -1,0 +1,339 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// toolCall is what a session remembers of one tool call id, so that each id
+// gets exactly one pre_tool_call and one post_tool_call whichever seam sees
+// it first, and so that rewrites stay applied to the history the agent
+// replays on every request.
+type toolCall struct {
+	name string
+	// pre_tool_call outcome.
+	preDone bool
+	proceed bool
+	args    []byte          // arguments after transform (what the tool gets)
+	control json.RawMessage // control error when withheld
+	// post_tool_call outcome.
+	postDone bool
+	result   *string // replacement content for the role:tool message; nil keeps it
+	// withheld calls hang off the permitted sibling that anchors them;
+	// rawArgs is the model's own arguments string of a withheld call,
+	// replayed to the model only.
+	withheld []string
+	rawArgs  string
+}
+
+// controlError is the spec's control error handed to the model instead of a
+// blocked tool call or result; it never carries the denied payload.
+func controlError(p points.Point, v points.Verdict) json.RawMessage {
+	reason := v.Reason
+	if reason == "" {
+		reason = "deny"
+	}
+	b := []byte(`{"error":"Tool call blocked by agent-hooks at ` + string(p) + `.","reason":`)
+	b = appendString(b, reason)
+	if v.Message != "" {
+		b = append(b, `,"message":`...)
+		b = appendString(b, v.Message)
+	}
+	return append(b, '}')
+}
+
+// terminates reports whether a blocking verdict at the tool seam halts the
+// run: only host errors, and only under the terminate posture (§6.2).
+func (s *Server) terminates(res points.Result) bool {
+	return res.HostError() && s.opts.ToolSeamHostError == "terminate"
+}
+
+// preTool runs pre_tool_call once for id (or returns the remembered outcome).
+func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session, id, name string, args []byte) (*toolCall, *points.Result) {
+	sess.mu.Lock()
+	tc := sess.tools[id]
+	if tc != nil && tc.preDone {
+		sess.mu.Unlock()
+		return tc, nil
+	}
+	if tc == nil {
+		tc = &toolCall{name: name}
+		sess.tools[id] = tc
+	}
+	sess.mu.Unlock()
+	res := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	tc.preDone = true
+	tc.proceed = res.Proceed
+	if res.Proceed {
+		tc.args = []byte(res.Target().Raw)
+		if !res.Transformed {
+			tc.args = args
+		}
+	} else {
+		tc.control = controlError(points.PreToolCall, res.Verdict)
+	}
+	return tc, &res
+}
+
+// postTool runs post_tool_call once for id with the tool's result.
+func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool) (*toolCall, *points.Result, bool) {
+	sess.mu.Lock()
+	tc := sess.tools[id]
+	if tc == nil || !tc.preDone || !tc.proceed || tc.postDone {
+		sess.mu.Unlock()
+		return tc, nil, false
+	}
+	tc.postDone = true
+	name, args := tc.name, tc.args
+	sess.mu.Unlock()
+	res := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	switch {
+	case !res.Proceed:
+		// §6.1: the result is not incorporated; the model gets the control error.
+		c := string(controlError(points.PostToolCall, res.Verdict))
+		tc.result = &c
+	case res.Transformed:
+		t := res.Target()
+		c := t.Raw
+		if t.Type == gjson.String {
+			c = t.Str
+		}
+		tc.result = &c
+	}
+	return tc, &res, true
+}
+
+// releaseCalls runs the transparent seam over a permitted response's tool
+// calls: pre_tool_call for each, arguments rewritten by transforms, denied
+// calls withheld (remembered for splicing). It returns the rewritten
+// completion, how many calls remain, and a blocking result when the run
+// must halt (terminate posture).
+func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte) ([]byte, int, []string, *points.Result) {
+	calls := gjson.GetBytes(completion, "choices.0.message.tool_calls").Array()
+	kept := make([]gjson.Result, 0, len(calls))
+	var keptIDs, withheld []string
+	changed := false
+	newArgs := map[int][]byte{}
+	for _, c := range calls {
+		id := c.Get("id").Str
+		name := c.Get("function.name").Str
+		argsStr := c.Get("function.arguments").Str
+		tc, res := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		if res != nil && !res.Proceed && s.terminates(*res) {
+			return nil, 0, nil, res
+		}
+		if !tc.proceed {
+			sess.mu.Lock()
+			tc.rawArgs = argsStr
+			sess.mu.Unlock()
+			withheld = append(withheld, id)
+			changed = true
+			continue
+		}
+		if res != nil && res.Transformed {
+			newArgs[len(kept)] = tc.args
+			changed = true
+		}
+		kept = append(kept, c)
+		keptIDs = append(keptIDs, id)
+	}
+	if !changed {
+		return completion, len(calls), nil, nil
+	}
+	if len(withheld) > 0 && len(keptIDs) > 0 {
+		sess.mu.Lock()
+		anchor := sess.tools[keptIDs[0]]
+		anchor.withheld = append(anchor.withheld, withheld...)
+		sess.mu.Unlock()
+	}
+	if len(kept) == 0 {
+		return completion, 0, withheld, nil
+	}
+	arr := []byte{'['}
+	for i, c := range kept {
+		if i > 0 {
+			arr = append(arr, ',')
+		}
+		raw := []byte(c.Raw)
+		if a, ok := newArgs[i]; ok {
+			raw, _ = sjson.SetBytes(raw, "function.arguments", argsString(gjson.ParseBytes(a)))
+		}
+		arr = append(arr, raw...)
+	}
+	arr = append(arr, ']')
+	out, err := sjson.SetRawBytes(completion, "choices.0.message.tool_calls", arr)
+	if err != nil {
+		return completion, len(calls), nil, nil
+	}
+	return out, len(kept), withheld, nil
+}
+
+// applyToolHistory prepares an agent's request before it goes upstream:
+// every role:tool message answering a call the proxy saw passes
+// post_tool_call once (its rewrite or control error re-applied on later
+// requests, since agents replay history), and calls the proxy withheld are
+// spliced back with their control errors so the model sees a consistent
+// conversation. It returns the new body, or a blocking result when the run
+// must halt.
+func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess *session, body []byte) ([]byte, *points.Result) {
+	msgs := gjson.GetBytes(body, "messages")
+	if !msgs.IsArray() {
+		return body, nil
+	}
+	// Emit post_tool_call for results seen for the first time.
+	if s.opts.TransparentToolSeam {
+		var first *points.Result
+		msgs.ForEach(func(_, m gjson.Result) bool {
+			if m.Get("role").Str != "tool" {
+				return true
+			}
+			id := m.Get("tool_call_id").Str
+			c := m.Get("content")
+			value := []byte(orNull(c.Raw))
+			_, res, ran := s.postTool(ctx, em, sess, id, value, false)
+			if ran && !res.Proceed && s.terminates(*res) {
+				first = res
+				return false
+			}
+			return true
+		})
+		if first != nil {
+			return nil, first
+		}
+	}
+	// Rebuild the messages array only when something must change.
+	changed := false
+	sess.mu.Lock()
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		switch m.Get("role").Str {
+		case "tool":
+			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil {
+				changed = true
+			}
+		case "assistant":
+			m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+				if tc := sess.tools[c.Get("id").Str]; tc != nil && (len(tc.withheld) > 0 || (tc.proceed && tc.args != nil && c.Get("function.arguments").Str != argsString(gjson.ParseBytes(tc.args)))) {
+					changed = true
+				}
+				return true
+			})
+		}
+		return !changed
+	})
+	if !changed {
+		sess.mu.Unlock()
+		return body, nil
+	}
+	out := make([]byte, 0, len(msgs.Raw)+512)
+	out = append(out, '[')
+	n := 0
+	add := func(raw []byte) {
+		if n > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, raw...)
+		n++
+	}
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		raw := []byte(m.Raw)
+		switch m.Get("role").Str {
+		case "tool":
+			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil {
+				raw, _ = sjson.SetBytes(raw, "content", *tc.result)
+			}
+			add(raw)
+		case "assistant":
+			var spliced []string
+			calls := m.Get("tool_calls").Array()
+			for i, c := range calls {
+				tc := sess.tools[c.Get("id").Str]
+				if tc == nil {
+					continue
+				}
+				spliced = append(spliced, tc.withheld...)
+				if tc.proceed && tc.args != nil {
+					raw, _ = sjson.SetBytes(raw, "tool_calls."+strconv.Itoa(i)+".function.arguments", argsString(gjson.ParseBytes(tc.args)))
+				}
+			}
+			for _, wid := range spliced {
+				w := sess.tools[wid]
+				call := []byte(`{"id":`)
+				call = appendString(call, wid)
+				call = append(call, `,"type":"function","function":{"name":`...)
+				call = appendString(call, w.name)
+				call = append(call, `,"arguments":`...)
+				call = appendString(call, orEmptyObject(w.rawArgs))
+				call = append(call, `}}`...)
+				raw, _ = sjson.SetRawBytes(raw, "tool_calls.-1", call)
+			}
+			add(raw)
+			for _, wid := range spliced {
+				w := sess.tools[wid]
+				tm := []byte(`{"role":"tool","tool_call_id":`)
+				tm = appendString(tm, wid)
+				tm = append(tm, `,"content":`...)
+				tm = appendString(tm, string(w.control))
+				tm = append(tm, '}')
+				add(tm)
+			}
+		default:
+			add(raw)
+		}
+		return true
+	})
+	sess.mu.Unlock()
+	out = append(out, ']')
+	nb, err := sjson.SetRawBytes(body, "messages", out)
+	if err != nil {
+		return body, nil
+	}
+	return nb, nil
+}
+
+// continuation appends the assistant turn with the withheld calls and
+// their control errors, for the proxy to ask the model again itself.
+func continuation(body, completion []byte, withheld []string, sess *session) []byte {
+	msg := []byte(`{"role":"assistant","content":null,"tool_calls":[`)
+	sess.mu.Lock()
+	for i, id := range withheld {
+		if i > 0 {
+			msg = append(msg, ',')
+		}
+		msg = append(msg, `{"id":`...)
+		msg = appendString(msg, id)
+		msg = append(msg, `,"type":"function","function":{"name":`...)
+		msg = appendString(msg, sess.tools[id].name)
+		msg = append(msg, `,"arguments":`...)
+		msg = appendString(msg, orEmptyObject(sess.tools[id].rawArgs))
+		msg = append(msg, `}}`...)
+	}
+	msg = append(msg, `]}`...)
+	body, _ = sjson.SetRawBytes(body, "messages.-1", msg)
+	for _, id := range withheld {
+		tm := []byte(`{"role":"tool","tool_call_id":`)
+		tm = appendString(tm, id)
+		tm = append(tm, `,"content":`...)
+		tm = appendString(tm, string(sess.tools[id].control))
+		tm = append(tm, '}')
+		body, _ = sjson.SetRawBytes(body, "messages.-1", tm)
+	}
+	sess.mu.Unlock()
+	return body
+}
+
+func orEmptyObject(s string) string {
+	if s == "" {
+		return "{}"
+	}
+	return s
+}

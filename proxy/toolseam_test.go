@@ -1,0 +1,249 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+func twoCalls(a, b string) string {
+	return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"` + a + `","arguments":"{\"q\":\"one\"}"}},` +
+		`{"id":"call_b","type":"function","function":{"name":"` + b + `","arguments":"{\"q\":\"two\"}"}}]},"finish_reason":"tool_calls"}]}`
+}
+
+// seqUpstream answers the given bodies in order and keeps the requests.
+func seqUpstream(t *testing.T, answers ...string) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		i := len(got)
+		got = append(got, string(b))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if i >= len(answers) {
+			i = len(answers) - 1
+		}
+		_, _ = io.WriteString(w, answers[i])
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+}
+
+func seamProxy(t *testing.T, up string, bindings ...points.Binding) *testProxy {
+	sink := points.NewMemorySink(0)
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up)
+	s := New(Options{Upstream: u, Emitter: em, TransparentToolSeam: true})
+	s.Start()
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	return &testProxy{Server: hs, sink: sink, srv: s}
+}
+
+// denyTool denies pre_tool_call for one tool name and allows everything else.
+func denyTool(name string) points.Binding {
+	return points.Binding{Name: "tools", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall && c.Get("tool_call.name").Str == name {
+			return points.Deny("tool_forbidden", "not allowed"), nil
+		}
+		return points.Allow(), nil
+	})}
+}
+
+func count(sink *points.MemorySink, p points.Point) int {
+	n := 0
+	for _, r := range sink.Records() {
+		if r.InterceptionPoint == p {
+			n++
+		}
+	}
+	return n
+}
+
+func TestTransparentSeamWithholdsAndSplices(t *testing.T) {
+	up, got := seqUpstream(t, twoCalls("search", "delete_files"), plainCompletion)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	sid := "sess-splice"
+	r1, b1 := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
+	calls := gjson.GetBytes(b1, "choices.0.message.tool_calls").Array()
+	if r1.StatusCode != 200 || len(calls) != 1 || calls[0].Get("id").Str != "call_a" {
+		t.Fatalf("agent should receive only the permitted call: %d %s", r1.StatusCode, b1)
+	}
+	if strings.Contains(string(b1), "delete_files") {
+		t.Fatal("withheld call leaked to the agent")
+	}
+	// The agent answers the call it saw.
+	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}}]},{"role":"tool","tool_call_id":"call_a","content":"result one"}]}`
+	r2, b2 := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid)
+	if r2.StatusCode != 200 {
+		t.Fatalf("%d %s", r2.StatusCode, b2)
+	}
+	sent := got()[1]
+	msgs := gjson.Get(sent, "messages").Array()
+	if len(msgs) != 4 || len(msgs[1].Get("tool_calls").Array()) != 2 {
+		t.Fatalf("upstream history not spliced: %s", sent)
+	}
+	ctrl := gjson.Get(sent, `messages.#(tool_call_id=="call_b").content`).Str
+	if !strings.Contains(ctrl, "Tool call blocked by agent-hooks at pre_tool_call.") || !strings.Contains(ctrl, "tool_forbidden") {
+		t.Fatalf("control error missing: %s", sent)
+	}
+	if count(p.sink, points.PreToolCall) != 2 || count(p.sink, points.PostToolCall) != 1 {
+		t.Fatalf("pre=%d post=%d", count(p.sink, points.PreToolCall), count(p.sink, points.PostToolCall))
+	}
+	// Replaying the same history does not emit post_tool_call again.
+	post(t, p.URL, follow, "X-Agent-Hooks-Session", sid)
+	if count(p.sink, points.PostToolCall) != 1 {
+		t.Fatal("post_tool_call emitted twice for one id")
+	}
+}
+
+func TestTransparentSeamAllDeniedContinues(t *testing.T) {
+	up, got := seqUpstream(t, twoCalls("delete_files", "delete_files"), plainCompletion)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "choices.0.message.content").Str == "" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if len(got()) != 2 || !strings.Contains(got()[1], "Tool call blocked by agent-hooks") {
+		t.Fatalf("proxy did not continue with control errors: %v", got())
+	}
+	if count(p.sink, points.Output) != 1 || count(p.sink, points.AgentShutdown) != 1 {
+		t.Fatal("run did not finish")
+	}
+}
+
+func TestPostToolTransformAndDeny(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, points.Binding{Name: "post", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() != points.PostToolCall {
+			return points.Allow(), nil
+		}
+		switch c.Get("tool_call.id").Str {
+		case "call_a":
+			return points.Replace("$target", json.RawMessage(`"sanitised"`)), nil
+		default:
+			return points.Deny("tainted", ""), nil
+		}
+	})})
+	sid := "sess-post"
+	// Register both calls through the host API's pre so the proxy knows them.
+	for _, id := range []string{"call_a", "call_b"} {
+		resp, b := hostCall(t, p.URL+"/agent-hooks/v1/sessions/"+sid+"/tool-calls/"+id+"/pre", `{"name":"search","args":{"q":"x"}}`)
+		if resp.StatusCode != 200 || !gjson.GetBytes(b, "proceed").Bool() {
+			t.Fatalf("pre %s: %s", id, b)
+		}
+	}
+	body := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"x\"}"}},{"id":"call_b","type":"function","function":{"name":"search","arguments":"{\"q\":\"x\"}"}}]},{"role":"tool","tool_call_id":"call_a","content":"raw A"},{"role":"tool","tool_call_id":"call_b","content":"SECRET-RESULT"}]}`
+	r, b := post(t, p.URL, body, "X-Agent-Hooks-Session", sid)
+	if r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	sent := got()[0]
+	if gjson.Get(sent, `messages.#(tool_call_id=="call_a").content`).Str != "sanitised" {
+		t.Fatalf("transform not applied: %s", sent)
+	}
+	if strings.Contains(sent, "SECRET-RESULT") || !strings.Contains(gjson.Get(sent, `messages.#(tool_call_id=="call_b").content`).Str, "post_tool_call") {
+		t.Fatalf("denied result incorporated: %s", sent)
+	}
+}
+
+func hostCall(t *testing.T, u, body string) (*http.Response, []byte) {
+	resp, err := http.Post(u, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func TestHostAPI(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, points.Binding{Name: "pre", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall {
+			switch c.Get("tool_call.name").Str {
+			case "shell":
+				return points.Deny("dangerous_tool", "shell is not allowed"), nil
+			case "fetch":
+				return points.Replace("$target.url", json.RawMessage(`"https://safe.example"`)), nil
+			}
+		}
+		return points.Allow(), nil
+	})})
+	base := p.URL + "/agent-hooks/v1/sessions/s1/tool-calls/"
+	r, b := hostCall(t, base+"c1/pre", `{"name":"shell","args":{"cmd":"rm -rf /"}}`)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "proceed").Bool() || gjson.GetBytes(b, "control_error.reason").Str != "dangerous_tool" ||
+		gjson.GetBytes(b, "control_error.error").Str != "Tool call blocked by agent-hooks at pre_tool_call." || strings.Contains(string(b), "rm -rf") {
+		t.Fatalf("deny: %s", b)
+	}
+	r, b = hostCall(t, base+"c1/post", `{"name":"shell","args":{},"result":"x"}`)
+	if r.StatusCode != 409 {
+		t.Fatalf("post after denied pre: %d %s", r.StatusCode, b)
+	}
+	r, b = hostCall(t, base+"c2/pre", `{"name":"fetch","args":{"url":"http://evil"}}`)
+	if !gjson.GetBytes(b, "proceed").Bool() || gjson.GetBytes(b, "args.url").Str != "https://safe.example" {
+		t.Fatalf("transform: %s", b)
+	}
+	before := count(p.sink, points.PreToolCall)
+	_, b2 := hostCall(t, base+"c2/pre", `{"name":"fetch","args":{"url":"http://evil"}}`)
+	if count(p.sink, points.PreToolCall) != before || string(b2) != string(b) {
+		t.Fatal("repeated pre emitted again or answered differently")
+	}
+	r, b = hostCall(t, base+"c2/post", `{"name":"fetch","args":{},"result":{"status":200}}`)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "result.status").Int() != 200 {
+		t.Fatalf("post: %d %s", r.StatusCode, b)
+	}
+	if r, _ = hostCall(t, base+"c2/post", `{"name":"fetch","args":{},"result":1}`); r.StatusCode != 409 {
+		t.Fatal("second post accepted")
+	}
+	rec := p.sink.Records()
+	last := rec[len(rec)-1]
+	if last.InterceptionPoint != points.PostToolCall {
+		t.Fatalf("last record %s", last.InterceptionPoint)
+	}
+	if r, b = hostCall(t, p.URL+"/agent-hooks/v1/sessions/s1/end", `{"reason":"completed"}`); r.StatusCode != 200 {
+		t.Fatalf("end: %s", b)
+	}
+	if count(p.sink, points.AgentShutdown) != 1 {
+		t.Fatal("no agent_shutdown")
+	}
+	// Sequences are unique and ordered.
+	for i, r := range p.sink.Records() {
+		if r.Sequence != int64(i) {
+			t.Fatalf("record %d has sequence %d", i, r.Sequence)
+		}
+	}
+}
+
+func TestTransparentPreTransformRewritesArgs(t *testing.T) {
+	up, _ := seqUpstream(t, twoCalls("fetch", "search"))
+	p := seamProxy(t, up.URL, points.Binding{Name: "rewrite", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall && c.Get("tool_call.name").Str == "fetch" {
+			return points.Replace("$target.q", json.RawMessage(`"rewritten"`)), nil
+		}
+		return points.Allow(), nil
+	})})
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if a := gjson.GetBytes(b, "choices.0.message.tool_calls.0.function.arguments").Str; a != `{"q":"rewritten"}` {
+		t.Fatalf("arguments = %s", a)
+	}
+	if a := gjson.GetBytes(b, "choices.0.message.tool_calls.1.function.arguments").Str; a != `{"q":"two"}` {
+		t.Fatalf("untouched call changed: %s", a)
+	}
+}
