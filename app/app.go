@@ -23,6 +23,8 @@ type Options struct {
 	Sink points.RecordSink
 	// Observer receives emission metrics.
 	Observer points.Observer
+	// ProxyMetrics receives upstream, held-stream, session and token metrics.
+	ProxyMetrics proxy.Metrics
 	// Extra registers additional kinds (approval console, conformance kit).
 	Extra []Extra
 	// OnReload is told of every reload attempt.
@@ -101,6 +103,7 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 		ToolSeamHostError:        cfg.Hooks.Posture(),
 		AdminToken:               func() string { return opts.Env.Getenv(cfg.Admin.TokenEnv) },
 		Logger:                   opts.Logger,
+		Metrics:                  opts.ProxyMetrics,
 		Emitter:                  em,
 	})
 	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger}, nil

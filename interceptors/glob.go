@@ -21,6 +21,9 @@ func compileGlob(at, pattern string) (glob, error) {
 	if pattern == "" {
 		return glob{}, cfgErr(at, "empty pattern")
 	}
+	if !utf8.ValidString(pattern) {
+		return glob{}, cfgErr(at, "must be valid UTF-8")
+	}
 	if _, err := path.Match(pattern, ""); err != nil {
 		return glob{}, cfgErr(at, "invalid glob (path.Match syntax)")
 	}

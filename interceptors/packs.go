@@ -16,6 +16,10 @@ type pattern struct {
 	// valid confirms a candidate s[start:end] and returns the end of the
 	// accepted span (it may shorten it); a return <= start rejects it.
 	valid func(s string, start, end int) int
+	// pre is a cheap necessary condition checked before the regex runs:
+	// Go's regexp cannot skip ahead on patterns that start with \b, so
+	// without it every pack pattern would walk every string.
+	pre func(s string) bool
 }
 
 func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int) pattern {
@@ -28,6 +32,9 @@ func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int
 
 // spans returns the confirmed, non-overlapping matches of p in s.
 func (p pattern) spans(s string) [][2]int {
+	if p.pre != nil && !p.pre(s) {
+		return nil
+	}
 	var out [][2]int
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 		start, end := m[2*p.group], m[2*p.group+1]
@@ -46,6 +53,9 @@ func (p pattern) spans(s string) [][2]int {
 
 // found reports whether p has at least one confirmed match in s.
 func (p pattern) found(s string) bool {
+	if p.pre != nil && !p.pre(s) {
+		return false
+	}
 	if p.valid == nil && p.group == 0 {
 		return p.re.MatchString(s)
 	}
@@ -62,36 +72,49 @@ const (
 // tried (more specific first, so that an Anthropic key is reported as one
 // and not as an OpenAI key). Compiled per call: no package state.
 func packPatterns(pack string) []pattern {
-	mk := func(name, expr string, valid func(string, int, int) int) pattern {
-		return newPattern(name, regexp.MustCompile(expr), valid)
+	mk := func(name, expr string, valid func(string, int, int) int, pre func(string) bool) pattern {
+		p := newPattern(name, regexp.MustCompile(expr), valid)
+		p.pre = pre
+		return p
 	}
+	has := func(subs ...string) func(string) bool {
+		return func(s string) bool {
+			for _, sub := range subs {
+				if strings.Contains(s, sub) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	digits := func(n int) func(string) bool { return func(s string) bool { return maxDigitRun(s) >= n } }
 	switch pack {
 	case PackSecrets:
 		return []pattern{
-			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`, nil),
-			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil),
-			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil),
-			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil),
-			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil),
-			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil),
-			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil),
-			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil),
-			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil),
+			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`, nil, has("PRIVATE KEY")),
+			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil, has("sk-ant-")),
+			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil, has("sk-")),
+			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
+			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
+			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(s string) bool { return containsFold(s, "aws") && containsFold(s, "secret") }),
+			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
+			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
 	case PackPII:
 		return []pattern{
-			mk("card_number", `\b(?:\d[ -]?){12,18}\d\b`, validCard),
-			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN),
-			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN),
-			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil),
+			mk("card_number", `\b(?:\d[ -]?){12,18}\d\b`, validCard, digits(13)),
+			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
+			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(s string) bool { return strings.Contains(s, "-") && maxDigitRun(s) >= 9 }),
+			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
-			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15)),
+			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(s string) bool { return strings.Contains(s, "+") && maxDigitRun(s) >= 8 }),
 			// North American national format: separators required, so a plain
 			// run of ten digits is not a phone number.
-			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10)),
+			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10), digits(10)),
 			// Trunk-prefixed national formats (020 7946 0958, 06 12 34 56 78).
-			mk("phone", `(?:^|[^\w+])(?P<value>\(?0[1-9]\d{0,3}\)?[ -]\d{2,4}(?:[ -]?\d{2,4}){1,3})\b`, validPhone(9, 12)),
+			mk("phone", `(?:^|[^\w+])(?P<value>\(?0[1-9]\d{0,3}\)?[ -]\d{2,4}(?:[ -]?\d{2,4}){1,3})\b`, validPhone(9, 12), digits(9)),
 		}
 	}
 	return nil
@@ -244,3 +267,58 @@ func validPhone(min, max int) func(string, int, int) int {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 func isSep(c byte) bool   { return c == ' ' || c == '-' || c == '.' }
+
+// maxDigitRun returns the most digits in one run where digits are joined
+// by at most two separator characters (" .-()/+"), the shape card, phone
+// and id numbers are written in.
+func maxDigitRun(s string) int {
+	best, run, gap := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case isDigit(c):
+			run++
+			gap = 0
+			best = max(best, run)
+		case (c == ' ' || c == '.' || c == '-' || c == '(' || c == ')' || c == '/' || c == '+') && gap < 2:
+			gap++
+		default:
+			run, gap = 0, 0
+		}
+	}
+	return best
+}
+
+// hasIBANStart reports whether s has two ASCII capitals followed by two
+// digits, as every IBAN starts.
+func hasIBANStart(s string) bool {
+	for i := 0; i+3 < len(s); i++ {
+		if isUpper(s[i]) && isUpper(s[i+1]) && isDigit(s[i+2]) && isDigit(s[i+3]) {
+			return true
+		}
+	}
+	return false
+}
+
+func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
+
+// containsFold reports whether s contains the lower-case ASCII word sub,
+// ignoring ASCII case, without allocating.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		j := 0
+		for ; j < len(sub); j++ {
+			c := s[i+j]
+			if c >= 'A' && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			if c != sub[j] {
+				break
+			}
+		}
+		if j == len(sub) {
+			return true
+		}
+	}
+	return false
+}

@@ -294,7 +294,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		Timestamp: gjson.GetBytes(raw, "timestamp").Str, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
-		InterceptorsRegistered: len(bindings),
+		InterceptorsRegistered: len(bindings), RequestID: RequestIDFrom(ctx),
 	}
 	if sq := gjson.GetBytes(raw, "sequence"); sq.Type == gjson.Number {
 		rec.Sequence = sq.Int()
@@ -840,6 +840,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.IdentityProviderName(), SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
+		RequestID: RequestIDFrom(ctx),
 	}
 	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckEncoding(raw, e.cfg.MaxDepth) == nil {
 		if id, err := e.identity(raw); err == nil {

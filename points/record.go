@@ -1,6 +1,7 @@
 package points
 
 import (
+	"context"
 	"encoding/json"
 	"sync"
 	"sync/atomic"
@@ -147,6 +148,23 @@ type Record struct {
 	FoldTruncated          *bool            `json:"fold_truncated,omitempty"`
 	ResolvedBy             string           `json:"resolved_by,omitempty"`
 	InterceptorsRegistered int              `json:"interceptors_registered"`
+	// RequestID is the host's id of the HTTP request that caused the
+	// emission (a host extension beside the spec's members, for joining
+	// records with access logs); empty when the host set none.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns a context whose emissions carry id in their records.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestIDFrom returns the request id set by WithRequestID, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }
 
 // Proceeds reports whether the guarded action may go on: always in

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -71,7 +73,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	sess, created := s.resolveSession(r, body)
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
-	ctx := r.Context()
+	ctx := points.WithRequestID(r.Context(), requestID(w, r))
 
 	sess.mu.Lock()
 	blocked := sess.blocked
@@ -228,8 +230,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		rn.end("error", false)
 		return turn{}, false
 	}
+	upStart := time.Now()
+	stream := gjson.GetBytes(body, "stream").Bool()
 	resp, err := s.client.Do(out)
 	if err != nil {
+		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		if ctx.Err() != nil {
 			rn.end("cancelled", false) // the client went away
 			return turn{}, false
@@ -241,6 +246,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes))
 		copyHeaders(w.Header(), resp.Header)
@@ -255,7 +261,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	t := turn{resp: resp}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
+		// A stream counts as held from its first byte to its verdict.
+		s.opts.Metrics.HeldStreams(1)
+		defer s.opts.Metrics.HeldStreams(-1)
 		t.held, t.completion, err = s.holdStream(resp.Body)
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
 		if err != nil {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
@@ -267,6 +277,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		}
 	} else {
 		t.completion, err = io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1))
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || !gjson.ValidBytes(t.completion) {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
@@ -275,6 +286,15 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
 			return turn{}, false
 		}
+	}
+
+	if t.held != nil {
+		s.opts.Metrics.BufferedResponseBytes(int(t.held.cs.Size()))
+	} else {
+		s.opts.Metrics.BufferedResponseBytes(len(t.completion))
+	}
+	if u := gjson.GetBytes(t.completion, "usage"); u.IsObject() {
+		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
 	}
 
 	// post_model_call.
@@ -399,3 +419,14 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }
+
+// requestID takes the client's X-Request-Id when it is a sane token, or
+// makes one, and echoes it on the response.
+func requestID(w http.ResponseWriter, r *http.Request) string {
+	id := r.Header.Get("X-Request-Id")
+	if len(id) == 0 || len(id) > 128 || strings.ContainsFunc(id, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+		id = newID("hpr_")
+	}
+	w.Header().Set("X-Request-Id", id)
+	return id
+}

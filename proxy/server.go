@@ -57,6 +57,9 @@ type Options struct {
 	// AdminToken returns the bearer token the admin API requires; nil or
 	// "" disables the admin API.
 	AdminToken func() string
+	// Metrics observes upstream calls, held responses, sessions and
+	// tokens; nil observes nothing.
+	Metrics Metrics
 	// Logger receives structured logs without payloads.
 	Logger *slog.Logger
 	// Emitter runs the emissions; Swap replaces it on reload.
@@ -64,6 +67,24 @@ type Options struct {
 	// Now is the clock (tests).
 	Now func() time.Time
 }
+
+// Metrics is what the proxy reports beyond emissions (which the emitter's
+// observer sees).
+type Metrics interface {
+	UpstreamRequest(status int, stream bool, d time.Duration)
+	BufferedResponseBytes(n int)
+	HeldStreams(delta int)
+	ActiveSessions(n int)
+	Tokens(prompt, completion int64)
+}
+
+type noMetrics struct{}
+
+func (noMetrics) UpstreamRequest(int, bool, time.Duration) {}
+func (noMetrics) BufferedResponseBytes(int)                {}
+func (noMetrics) HeldStreams(int)                          {}
+func (noMetrics) ActiveSessions(int)                       {}
+func (noMetrics) Tokens(int64, int64)                      {}
 
 // Server is the HTTP front of hooksproxy.
 type Server struct {
@@ -99,6 +120,9 @@ func New(opts Options) *Server {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Metrics == nil {
+		opts.Metrics = noMetrics{}
+	}
 	if opts.MaxAutoTurns <= 0 {
 		opts.MaxAutoTurns = 8
 	}
@@ -127,6 +151,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, client: &http.Client{Transport: tr}, log: opts.Logger}
 	s.emitter.Store(opts.Emitter)
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
+	s.sessions.gauge = opts.Metrics.ActiveSessions
 	s.router = s.routes()
 	return s
 }

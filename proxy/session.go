@@ -41,6 +41,14 @@ type sessions struct {
 	idle    time.Duration
 	agent   points.Agent
 	onEvict func(s *session, reason string)
+	gauge   func(n int)
+}
+
+// report tells the gauge the session count; call with ss.mu held.
+func (ss *sessions) report() {
+	if ss.gauge != nil {
+		ss.gauge(len(ss.byID))
+	}
 }
 
 func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*session, string)) *sessions {
@@ -71,6 +79,7 @@ func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, 
 	}
 	s = &session{ps: points.NewSession(ss.agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
 	ss.byID[id] = s
+	defer ss.report()
 	var evict *session
 	if len(ss.byID) > ss.max {
 		evict = ss.oldestLocked(s)
@@ -134,6 +143,7 @@ func (ss *sessions) end(s *session) bool {
 }
 
 func (ss *sessions) removeLocked(s *session) {
+	defer ss.report()
 	s.ended = true
 	if ss.byID[s.ps.ID()] == s {
 		delete(ss.byID, s.ps.ID())

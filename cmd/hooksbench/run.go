@@ -289,11 +289,16 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 	// Every stream is parked at the upstream: it has sent all but [DONE].
 	wctx, wcancel := context.WithTimeout(hctx, 2*time.Minute)
 	var parked string
+	lastLog := time.Now()
 	err = waitUntil(wctx, 20*time.Millisecond, func() (bool, error) {
 		s, err := up.call(http.MethodGet, "/parked")
 		parked = s
 		if err != nil {
 			return false, err
+		}
+		if time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now()
+			fmt.Fprintf(stderr, "hooksbench: held %s %s: %s of %d streams parked after %s\n", target, sizeName(size), s, streams, time.Since(start).Round(time.Second))
 		}
 		return s == strconv.Itoa(streams), nil
 	})

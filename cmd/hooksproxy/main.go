@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/hooksproxy/hooksproxy/app"
+	"github.com/hooksproxy/hooksproxy/audit"
 	"github.com/hooksproxy/hooksproxy/config"
 )
 
@@ -92,14 +93,13 @@ func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	o := &slog.HandlerOptions{Level: lvl}
-	switch c.logFormat {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, o)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, o)), nil
+	// The audit handler redacts payload-shaped attributes, so a careless
+	// log call cannot leak a denied payload.
+	h, err := audit.NewLogHandler(w, c.logFormat, lvl)
+	if err != nil {
+		return nil, fmt.Errorf("--log-format: %w", err)
 	}
-	return nil, fmt.Errorf("--log-format must be text or json")
+	return slog.New(h), nil
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {
@@ -163,25 +163,33 @@ func serve(args []string, stdout, stderr io.Writer) int {
 
 // runtime is a serving process: listener, HTTP server, app and reload.
 type runtime struct {
-	addr string
-	app  *app.App
-	hs   *http.Server
-	done chan error
-	log  *slog.Logger
-	stop func()
+	addr   string
+	app    *app.App
+	hs     *http.Server
+	done   chan error
+	log    *slog.Logger
+	stop   func()
+	wiring *wiring
 }
 
 func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Logger, extra []app.Extra) (*runtime, error) {
-	wiring := newWiring(log)
-	opts := wiring.options(log)
-	opts.Extra = append(opts.Extra, extra...)
-	opts.Extra = append(opts.Extra, consoleExtra(wiring))
-	cfg, err := app.Load(path, opts)
+	wiring, err := newWiring(log)
 	if err != nil {
 		return nil, err
 	}
+	base := app.Options{Logger: log, Extra: append(extra, consoleExtra(wiring))}
+	cfg, err := app.Load(path, base)
+	if err != nil {
+		return nil, err
+	}
+	if err := wiring.openSinks(cfg); err != nil {
+		return nil, err
+	}
+	opts := wiring.options(log)
+	opts.Extra = base.Extra
 	a, err := app.New(cfg, path, opts)
 	if err != nil {
+		wiring.close()
 		return nil, err
 	}
 	wiring.mount(a, cfg)
@@ -194,7 +202,7 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 		return nil, err
 	}
 	hs := &http.Server{Handler: a.Server, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log}
+	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log, wiring: wiring}
 	a.Server.Start()
 	wctx, cancel := context.WithCancel(ctx)
 	rt.stop = cancel
@@ -233,6 +241,7 @@ func (rt *runtime) wait(ctx context.Context) int {
 	defer cancel()
 	_ = rt.hs.Shutdown(sctx)
 	rt.app.Server.Close()
+	rt.wiring.close()
 	rt.log.Info("hooksproxy stopped")
 	return 0
 }
