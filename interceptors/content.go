@@ -214,7 +214,7 @@ func (m maskSet) checkMasks(at string) error {
 	for _, p := range m.patterns {
 		r := m.render(p.name)
 		for _, q := range m.patterns {
-			if q.found(r) {
+			if q.found(newText(r)) {
 				return cfgErr(at, "the mask for pattern %q is itself matched by pattern %q", p.name, q.name)
 			}
 		}
@@ -227,15 +227,19 @@ func (m maskSet) checkMasks(at string) error {
 // The spans of all patterns are found on the same text and overlapping
 // ones merged, so one pattern's mask never splits another's match and
 // leaves part of it readable.
-func (m maskSet) apply(s string) (out string, names []string, changed bool) {
-	out = s
+func (m maskSet) apply(in *text) (out string, names []string, changed bool) {
+	out = in.s
 	for pass := 0; pass < maskPasses; pass++ {
 		type hit struct {
 			start, end, pat int
 		}
 		var hits []hit
+		t := in
+		if pass > 0 {
+			t = newText(out)
+		}
 		for i, p := range m.patterns {
-			for _, x := range p.spans(out) {
+			for _, x := range p.spans(t) {
 				hits = append(hits, hit{x[0], x[1], i})
 			}
 		}
@@ -267,8 +271,9 @@ func (m maskSet) apply(s string) (out string, names []string, changed bool) {
 	}
 	// Masks joined to their surroundings can form new matches; past the
 	// bound the whole string goes.
+	t := newText(out)
 	for _, p := range m.patterns {
-		if p.found(out) {
+		if p.found(t) {
 			return m.render(p.name), names, true
 		}
 	}
@@ -285,9 +290,9 @@ func appendUnique(list []string, s string) []string {
 }
 
 // firstFound returns the first pattern of ps with a match in s.
-func firstFound(ps []pattern, s string) (string, bool) {
+func firstFound(ps []pattern, t *text) (string, bool) {
 	for _, p := range ps {
-		if p.found(s) {
+		if p.found(t) {
 			return p.name, true
 		}
 	}
@@ -342,19 +347,20 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 				return false
 			}
 		}
-		if name, ok := firstFound(g[actDeny], v.value); ok {
+		t := newText(v.value)
+		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name
 			return false
 		}
 		if escName != "" {
 			return true // only a deny can still change the answer
 		}
-		if name, ok := firstFound(g[actEscalate], v.value); ok {
+		if name, ok := firstFound(g[actEscalate], t); ok {
 			escName = name
 			return true
 		}
 		if len(g[actRedact]) > 0 {
-			if masked, names, changed := ct.redact.apply(v.value); changed {
+			if masked, names, changed := ct.redact.apply(t); changed {
 				changes = append(changes, change{visit: v, value: masked})
 				for _, nm := range names {
 					redactNames = appendUnique(redactNames, nm)
@@ -362,7 +368,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 			}
 		}
 		for _, p := range g[actWarn] {
-			if p.found(v.value) {
+			if p.found(t) {
 				warnNames = appendUnique(warnNames, p.name)
 			}
 		}

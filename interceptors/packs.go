@@ -19,7 +19,23 @@ type pattern struct {
 	// pre is a cheap necessary condition checked before the regex runs:
 	// Go's regexp cannot skip ahead on patterns that start with \b, so
 	// without it every pack pattern would walk every string.
-	pre func(s string) bool
+	pre func(t *text) bool
+}
+
+// text is a string being scanned, with facts the prefilters share.
+type text struct {
+	s        string
+	digitRun int // -1 until computed
+}
+
+func newText(s string) *text { return &text{s: s, digitRun: -1} }
+
+// digits returns maxDigitRun(t.s), computed once.
+func (t *text) digits() int {
+	if t.digitRun < 0 {
+		t.digitRun = maxDigitRun(t.s)
+	}
+	return t.digitRun
 }
 
 func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int) pattern {
@@ -30,11 +46,12 @@ func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int
 	return p
 }
 
-// spans returns the confirmed, non-overlapping matches of p in s.
-func (p pattern) spans(s string) [][2]int {
-	if p.pre != nil && !p.pre(s) {
+// spans returns the confirmed, non-overlapping matches of p in t.
+func (p pattern) spans(t *text) [][2]int {
+	if p.pre != nil && !p.pre(t) {
 		return nil
 	}
+	s := t.s
 	var out [][2]int
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 		start, end := m[2*p.group], m[2*p.group+1]
@@ -51,15 +68,23 @@ func (p pattern) spans(s string) [][2]int {
 	return out
 }
 
-// found reports whether p has at least one confirmed match in s.
-func (p pattern) found(s string) bool {
-	if p.pre != nil && !p.pre(s) {
+// found reports whether p has at least one confirmed match in t.
+func (p pattern) found(t *text) bool {
+	if p.pre != nil && !p.pre(t) {
 		return false
 	}
 	if p.valid == nil && p.group == 0 {
-		return p.re.MatchString(s)
+		// The common case needs no submatches; an empty match (possible
+		// for patterns like \bx?) falls through to the full scan.
+		loc := p.re.FindStringIndex(t.s)
+		if loc == nil {
+			return false
+		}
+		if loc[1] > loc[0] {
+			return true
+		}
 	}
-	return len(p.spans(s)) > 0
+	return len(p.spans(t)) > 0
 }
 
 // The pack names.
@@ -72,22 +97,22 @@ const (
 // tried (more specific first, so that an Anthropic key is reported as one
 // and not as an OpenAI key). Compiled per call: no package state.
 func packPatterns(pack string) []pattern {
-	mk := func(name, expr string, valid func(string, int, int) int, pre func(string) bool) pattern {
+	mk := func(name, expr string, valid func(string, int, int) int, pre func(*text) bool) pattern {
 		p := newPattern(name, regexp.MustCompile(expr), valid)
 		p.pre = pre
 		return p
 	}
-	has := func(subs ...string) func(string) bool {
-		return func(s string) bool {
+	has := func(subs ...string) func(*text) bool {
+		return func(t *text) bool {
 			for _, sub := range subs {
-				if strings.Contains(s, sub) {
+				if strings.Contains(t.s, sub) {
 					return true
 				}
 			}
 			return false
 		}
 	}
-	digits := func(n int) func(string) bool { return func(s string) bool { return maxDigitRun(s) >= n } }
+	digits := func(n int) func(*text) bool { return func(t *text) bool { return t.digits() >= n } }
 	switch pack {
 	case PackSecrets:
 		return []pattern{
@@ -97,7 +122,7 @@ func packPatterns(pack string) []pattern {
 			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
 			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
 			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
-			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(s string) bool { return containsFold(s, "aws") && containsFold(s, "secret") }),
+			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return containsFold(t.s, "aws") && containsFold(t.s, "secret") }),
 			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
@@ -105,11 +130,11 @@ func packPatterns(pack string) []pattern {
 		return []pattern{
 			mk("card_number", `\b(?:\d[ -]?){12,18}\d\b`, validCard, digits(13)),
 			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
-			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(s string) bool { return strings.Contains(s, "-") && maxDigitRun(s) >= 9 }),
+			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(t *text) bool { return strings.Contains(t.s, "-") && t.digits() >= 9 }),
 			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
-			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(s string) bool { return strings.Contains(s, "+") && maxDigitRun(s) >= 8 }),
+			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(t *text) bool { return strings.Contains(t.s, "+") && t.digits() >= 8 }),
 			// North American national format: separators required, so a plain
 			// run of ten digits is not a phone number.
 			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10), digits(10)),
@@ -289,9 +314,10 @@ func maxDigitRun(s string) int {
 	return best
 }
 
-// hasIBANStart reports whether s has two ASCII capitals followed by two
+// hasIBANStart reports whether t has two ASCII capitals followed by two
 // digits, as every IBAN starts.
-func hasIBANStart(s string) bool {
+func hasIBANStart(t *text) bool {
+	s := t.s
 	for i := 0; i+3 < len(s); i++ {
 		if isUpper(s[i]) && isUpper(s[i+1]) && isDigit(s[i+2]) && isDigit(s[i+3]) {
 			return true

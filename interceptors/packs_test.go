@@ -9,7 +9,7 @@ import (
 func findNames(pack, s string) []string {
 	var out []string
 	for _, p := range packPatterns(pack) {
-		if p.found(s) {
+		if p.found(newText(s)) {
 			out = appendUnique(out, p.name)
 		}
 	}
@@ -154,7 +154,7 @@ func TestPackRedactsWholeToken(t *testing.T) {
 	}
 	ms := maskSet{patterns: pats, mask: DefaultMask}
 	tok := "xoxb-4111111111111111-" + strings.Repeat("Ab", 8)
-	out, names, changed := ms.apply("token " + tok + " end")
+	out, names, changed := ms.apply(newText("token " + tok + " end"))
 	if !changed || out != "token [REDACTED:slack_token] end" {
 		t.Errorf("apply = %q %v", out, names)
 	}

@@ -73,7 +73,7 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 		if len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
 			return true
 		}
-		masked, _, changed := r.ms.apply(v.value)
+		masked, _, changed := r.ms.apply(newText(v.value))
 		if !changed {
 			return true
 		}

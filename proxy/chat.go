@@ -74,6 +74,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
 	ctx := points.WithRequestID(r.Context(), requestID(w, r))
+	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
 
 	sess.mu.Lock()
 	blocked := sess.blocked
@@ -127,8 +128,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body = b
 	}
-	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
-
 	for turn := 0; ; turn++ {
 		t, ok := rn.modelTurn(ctx, body)
 		if !ok {

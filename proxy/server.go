@@ -229,11 +229,15 @@ func (s *Server) routes() chi.Router {
 	r.Post("/v1/chat/completions", s.chat)
 	s.mountHostAPI(r)
 	for _, p := range s.opts.Passthrough {
-		p = "/" + strings.TrimLeft(p, "/")
-		r.Handle(p, http.HandlerFunc(s.passthrough))
-		r.Handle(strings.TrimRight(p, "/")+"/*", http.HandlerFunc(s.passthrough))
+		if !strings.HasSuffix(p, "*") {
+			r.Handle("/"+strings.TrimLeft(p, "/"), http.HandlerFunc(s.passthrough))
+		}
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if s.prefixPassthrough(r.URL.Path) {
+			s.passthrough(w, r)
+			return
+		}
 		writeError(w, http.StatusNotFound, "invalid_request_error",
 			"hooksproxy does not mediate "+r.Method+" "+r.URL.Path+"; it is refused so nothing reaches the model unmediated", "not_found")
 	})
@@ -241,4 +245,15 @@ func (s *Server) routes() chi.Router {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method "+r.Method+" not allowed on "+r.URL.Path, "method_not_allowed")
 	})
 	return r
+}
+
+// prefixPassthrough reports whether path falls under a passthrough entry
+// written as a prefix ("/v1/files*").
+func (s *Server) prefixPassthrough(path string) bool {
+	for _, p := range s.opts.Passthrough {
+		if pre, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(path, "/"+strings.TrimLeft(pre, "/")) {
+			return true
+		}
+	}
+	return false
 }

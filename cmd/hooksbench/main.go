@@ -50,6 +50,7 @@ type config struct {
 	lim        limits
 	held       int
 	heldSizes  []int
+	heldTgts   []string
 	profile    string
 	jsonOut    string
 	mdOut      string
@@ -71,6 +72,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	batchTime := fs.Duration("batch-time", 0, "target length of one batch (default 300ms; 60ms with -quick)")
 	maxReq := fs.Int("max-requests", 20000, "most requests per target per scenario")
 	held := fs.Int("held", 1000, "concurrent streams held for the memory test; 0 skips it")
+	heldTargets := fs.String("held-targets", "bare,allow_all,policy", "proxies measured holding streams")
 	heldSizes := fs.String("held-sizes", "", "answer sizes for the memory test (default 1K,32K; 32K with -quick)")
 	profile := fs.String("cpuprofile", "", "directory where each child writes <role>.cpu.pprof and <role>.allocs.pprof")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
@@ -127,6 +129,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if c.heldSizes = ints("held-sizes", hs); c.heldSizes == nil {
 		return 2
 	}
+	for t := range strings.SplitSeq(*heldTargets, ",") {
+		if t = strings.TrimSpace(t); !bench.IsProxy(t) {
+			fmt.Fprintf(stderr, "hooksbench: -held-targets: %q is not bare, allow_all or policy\n", t)
+			return 2
+		}
+		c.heldTgts = append(c.heldTgts, t)
+	}
 	if c.chunk < 1 || c.held < 0 || c.lim.maxRequests < 1 {
 		fmt.Fprintln(stderr, "hooksbench: -chunk and -max-requests must be positive, -held not negative")
 		return 2
@@ -156,6 +165,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	return 0
+}
+
+func firstErr(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return "; first error: " + s
 }
 
 func containsInt(v []int, n int) bool {
@@ -220,15 +239,16 @@ func bench1(ctx context.Context, c config, stderr io.Writer) (*report, error) {
 	if c.held > 0 {
 		start = time.Now()
 		for _, size := range c.heldSizes {
-			for _, t := range []string{bench.Bare, bench.AllowAll, bench.Policy} {
+			for _, t := range c.heldTgts {
 				h, err := runHeld(ctx, exe, up, e.client, t, size, c.held, stderr)
 				if err != nil {
 					return nil, err
 				}
 				rep.Held = append(rep.Held, h)
-				logf("held %-9s %s x %d: %d completed, %s live heap/stream, %s RSS/stream, %s wire/stream",
+				logf("held %-9s %s x %d: %d completed, %s live heap/stream, %s RSS/stream, %s wire/stream; held in %s, released in %s (%s CPU/stream)%s",
 					t, sizeName(size), c.held, h.Completed, fmtBytes(perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.Streams)),
-					fmtBytes(perStream(h.Held.RSS, h.Base.RSS, h.Streams)), fmtBytes(float64(h.WireBytes)))
+					fmtBytes(perStream(h.Held.RSS, h.Base.RSS, h.Streams)), fmtBytes(float64(h.WireBytes)),
+					fmtDur(h.HoldTime), fmtDur(h.ReleaseTime), fmtDur((h.After.CPU-h.Live.CPU)/time.Duration(h.Streams)), firstErr(h.FirstErr))
 			}
 		}
 		rep.HeldTime = time.Since(start)

@@ -223,8 +223,13 @@ type heldResult struct {
 	Base bench.ProcStats `json:"base"`
 	Held bench.ProcStats `json:"held"`
 	Live bench.ProcStats `json:"live"`
-	// HoldTime is how long it took until every stream was parked.
-	HoldTime time.Duration `json:"hold_ns"`
+	// After is the proxy once every stream has finished (no GC): its CPU
+	// minus Held's is the cost of verdicts and replay.
+	After bench.ProcStats `json:"after"`
+	// HoldTime is how long it took until every stream was parked;
+	// ReleaseTime from the release until every stream finished.
+	HoldTime    time.Duration `json:"hold_ns"`
+	ReleaseTime time.Duration `json:"release_ns"`
 }
 
 func perStream(a, b uint64, n int) float64 {
@@ -333,8 +338,13 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 	if res.Live, err = px.stats(true); err != nil {
 		return nil, err
 	}
+	rstart := time.Now()
 	release()
 	wg.Wait()
+	res.ReleaseTime = time.Since(rstart)
+	if res.After, err = px.stats(false); err != nil {
+		return nil, err
+	}
 	if res.Completed > 0 {
 		res.WireBytes = bytes / int64(res.Completed)
 	}
