@@ -29,6 +29,10 @@ const (
 	answerAgent    = "The answer is 42."
 	weatherArgs    = `{"city":"Paris","unit":"celsius","detail":"hourly forecast for the next two days"}`
 	timeArgs       = `{"timezone":"Europe/Paris","format":"24h"}`
+	// weatherKeyArgs carries a key the secrets pack redacts inside a tool
+	// call, so the proxy re-derives a stream with tool calls.
+	weatherKeyArgs         = `{"city":"Paris","api_key":"` + fakeKey + `"}`
+	weatherKeyArgsRedacted = `{"city":"Paris","api_key":"[REDACTED:openai_key]"}`
 )
 
 // rules is the scripted upstream every policy test shares.
@@ -36,6 +40,10 @@ func rules() []scripted.Rule {
 	return []scripted.Rule{
 		{When: "hello", Reply: scripted.Text(answerHello)},
 		{When: "stream please", Reply: scripted.Text(answerLong)},
+		{When: "weather with my key", Reply: scripted.Calls(
+			scripted.ToolCall{ID: "call_weather_k", Name: "get_weather", Arguments: weatherKeyArgs},
+			scripted.ToolCall{ID: "call_time_k", Name: "get_time", Arguments: timeArgs},
+		)},
 		{When: "weather", Reply: scripted.Calls(
 			scripted.ToolCall{ID: "call_weather_1", Name: "get_weather", Arguments: weatherArgs},
 			scripted.ToolCall{ID: "call_time_2", Name: "get_time", Arguments: timeArgs},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tmc/langchaingo/agents"
 	"github.com/tmc/langchaingo/chains"
+	"github.com/tmc/langchaingo/llms"
 	lcopenai "github.com/tmc/langchaingo/llms/openai"
 	"github.com/tmc/langchaingo/tools"
 
@@ -239,6 +240,68 @@ func TestLangchaingoAgentDeniedTool(t *testing.T) {
 				if v := recs[3].Verdict; v.Decision != "deny" || v.Reason != "tool_denied" {
 					t.Errorf("post_model_call verdict = %+v, want deny tool_denied", v)
 				}
+			}
+		})
+	}
+}
+
+// TestLangchaingoStreamedToolCalls sends langchaingo's own client (not the
+// agent) a request answered by two parallel tool calls, streamed and not,
+// untouched (replayed event for event) and with a redaction in the first
+// call's arguments (re-derived by the proxy). langchaingo merges tool-call
+// deltas by a missing type rather than by index, so this checks the proxy
+// re-emits continuation deltas without "type".
+func TestLangchaingoStreamedToolCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name, prompt string
+		stream       bool
+		want         []string
+	}{
+		{"replay_plain", "what is the weather in Paris?", false,
+			[]string{"call_weather_1 get_weather " + weatherArgs, "call_time_2 get_time " + timeArgs}},
+		{"replay_stream", "what is the weather in Paris?", true,
+			[]string{"call_weather_1 get_weather " + weatherArgs, "call_time_2 get_time " + timeArgs}},
+		{"rederived_plain", "what is the weather with my key?", false,
+			[]string{"call_weather_k get_weather " + weatherKeyArgsRedacted, "call_time_k get_time " + timeArgs}},
+		{"rederived_stream", "what is the weather with my key?", true,
+			[]string{"call_weather_k get_weather " + weatherKeyArgsRedacted, "call_time_k get_time " + timeArgs}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := start(t, policyYAML, scripted.New(rules()...))
+			llm, err := lcopenai.New(lcopenai.WithBaseURL(e.URL+"/v1"), lcopenai.WithToken("test-key"),
+				lcopenai.WithModel("gpt-4o-mini"), lcopenai.WithHTTPClient(headerDoer{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			str := func(names ...string) map[string]any {
+				props := map[string]any{}
+				for _, n := range names {
+					props[n] = map[string]any{"type": "string"}
+				}
+				return map[string]any{"type": "object", "properties": props}
+			}
+			opts := []llms.CallOption{llms.WithTools([]llms.Tool{
+				{Type: "function", Function: &llms.FunctionDefinition{Name: "get_weather", Parameters: str("city", "unit", "detail", "api_key")}},
+				{Type: "function", Function: &llms.FunctionDefinition{Name: "get_time", Parameters: str("timezone", "format")}},
+			})}
+			sc := &streamCounter{}
+			if tc.stream {
+				opts = append(opts, llms.WithStreamingFunc(sc.fn))
+			}
+			resp, err := llm.GenerateContent(t.Context(),
+				[]llms.MessageContent{llms.TextParts(llms.ChatMessageTypeHuman, tc.prompt)}, opts...)
+			if err != nil {
+				t.Fatalf("GenerateContent: %v", err)
+			}
+			var got []string
+			for _, c := range resp.Choices[0].ToolCalls {
+				got = append(got, c.ID+" "+c.FunctionCall.Name+" "+c.FunctionCall.Arguments)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("tool calls = %q, want %q", got, tc.want)
+			}
+			if r := resp.Choices[0].StopReason; r != "tool_calls" {
+				t.Errorf("stop reason = %q, want tool_calls", r)
 			}
 		})
 	}

@@ -59,7 +59,8 @@ func nodeReady(t *testing.T) string {
 
 // TestNodeOpenAI runs e2e/node/test.mjs, the npm openai client on Node,
 // against the proxy: plain, streaming (for await over chunks), streamed
-// parallel tool calls, denies as APIError 403 and redaction transforms.
+// parallel tool calls, denies as APIError 403 and redaction transforms
+// (in content and in tool-call arguments).
 func TestNodeOpenAI(t *testing.T) {
 	node := nodeReady(t)
 	if out, err := exec.Command(node, "--version").Output(); err == nil {
@@ -68,7 +69,7 @@ func TestNodeOpenAI(t *testing.T) {
 	e := start(t, policyYAML, scripted.New(rules()...))
 	expect, _ := json.Marshal(map[string]string{
 		"hello": answerHello, "long": answerLong, "redacted": answerRedacted, "key": fakeKey,
-		"weather_args": weatherArgs, "time_args": timeArgs,
+		"weather_args": weatherArgs, "time_args": timeArgs, "weather_key_args_redacted": weatherKeyArgsRedacted,
 	})
 	// A guard against a hung child, not an assertion: go test's own
 	// timeout would leave node running.
@@ -112,8 +113,8 @@ func TestNodeOpenAI(t *testing.T) {
 	if runErr != nil && (!failed || !errors.As(runErr, &exit)) {
 		t.Errorf("node test.mjs: %v\nstderr:\n%s", runErr, stderr.String())
 	}
-	if len(lines) < 10 {
-		t.Errorf("node ran %d checks, want 10", len(lines))
+	if len(lines) != 11 {
+		t.Errorf("node ran %d checks, want 11", len(lines))
 	}
 
 	// The records agree with what the client saw.
@@ -127,7 +128,7 @@ func TestNodeOpenAI(t *testing.T) {
 		"input deny prompt_denied":                   1,
 		"output deny secret_in_output":               1,
 		"post_model_call deny tool_denied":           1,
-		"post_model_call transform content_redacted": 2,
+		"post_model_call transform content_redacted": 3,
 	} {
 		if got[k] != n {
 			t.Errorf("records %q: %d, want %d (all non-allow: %v)", k, got[k], n, got)

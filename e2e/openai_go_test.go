@@ -396,6 +396,34 @@ func TestOpenAIGoTransform(t *testing.T) {
 	}
 }
 
+// TestOpenAIGoTransformToolCalls checks a redaction inside a tool call's
+// arguments: the proxy re-derives the stream, and the SDK's accumulator
+// still gets both parallel calls whole.
+func TestOpenAIGoTransformToolCalls(t *testing.T) {
+	e := start(t, policyYAML, scripted.New(rules()...))
+	r := runStream(t.Context(), goClient(e, 0), toolParams("what is the weather with my key?"))
+	if r.err != nil {
+		t.Fatalf("stream: %v", r.err)
+	}
+	calls := r.acc.Choices[0].Message.ToolCalls
+	got := make([]string, len(calls))
+	for i, c := range calls {
+		got[i] = c.ID + " " + c.Function.Name + " " + c.Function.Arguments
+	}
+	want := []string{"call_weather_k get_weather " + weatherKeyArgsRedacted, "call_time_k get_time " + timeArgs}
+	if !slices.Equal(got, want) {
+		t.Errorf("tool calls = %q, want %q", got, want)
+	}
+	if f := r.acc.Choices[0].FinishReason; f != "tool_calls" {
+		t.Errorf("finish_reason = %q", f)
+	}
+	for _, ch := range r.chunks {
+		if strings.Contains(ch, "ABCDEFGHIJ") {
+			t.Errorf("a chunk still carries the key: %s", ch)
+		}
+	}
+}
+
 // hostErrorYAML sends post_model_call to a webhook that answers a
 // malformed verdict: a fail-closed host error after the upstream call.
 const hostErrorYAML = `

@@ -333,6 +333,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	}
 	doc := []byte(target.Raw)
 	g := ct.rules.groups
+	transformable := c.Point().Transformable()
 	var (
 		denyName, escName string
 		warnNames         []string
@@ -359,7 +360,14 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 			escName = name
 			return true
 		}
-		if len(g[actRedact]) > 0 {
+		if len(g[actRedact]) > 0 && !transformable {
+			// Redact degrades to a warning here: name the match, mask nothing.
+			for _, p := range g[actRedact] {
+				if p.found(t) {
+					redactNames = appendUnique(redactNames, p.name)
+				}
+			}
+		} else if len(g[actRedact]) > 0 {
 			if masked, names, changed := ct.redact.apply(t); changed {
 				changes = append(changes, change{visit: v, value: masked})
 				for _, nm := range names {
@@ -379,15 +387,14 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	}
 	switch {
 	case denyName != "":
-		return points.Deny(ct.reason(actDeny), ct.message(actDeny, denyName)), nil
+		return points.Deny(ct.reason(actDeny), ct.message(actDeny, quoteNames([]string{denyName}))), nil
 	case escName != "":
-		return points.Escalate(ct.reason(actEscalate), ct.message(actEscalate, escName)), nil
+		return points.Escalate(ct.reason(actEscalate), ct.message(actEscalate, quoteNames([]string{escName}))), nil
 	}
 	var warnings []points.Warning
-	if len(changes) > 0 && !c.Point().Transformable() {
+	if !transformable && len(redactNames) > 0 {
 		warnings = append(warnings, points.Warning{Reason: ct.reason(actRedact),
 			Message: fmt.Sprintf("content matched redact pattern %s; transform is not permitted at %s", quoteNames(redactNames), c.Point())})
-		changes = nil
 	}
 	if len(warnNames) > 0 {
 		warnings = append(warnings, points.Warning{Reason: ct.reason(actWarn), Message: ct.message(actWarn, quoteNames(warnNames))})
@@ -411,16 +418,13 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 
 func (ct *Content) reason(act string) string { return ct.rules.reasons[act] }
 
-// message is the configured message, or one naming the pattern (never the
-// matched text).
-func (ct *Content) message(act, name string) string {
+// message is the configured message, or one naming the patterns (quoted
+// names, never the matched text).
+func (ct *Content) message(act, quoted string) string {
 	if m := ct.rules.messages[act]; m != "" {
 		return m
 	}
-	if !strings.HasPrefix(name, `"`) {
-		name = fmt.Sprintf("%q", name)
-	}
-	return fmt.Sprintf("content matched %s pattern %s", act, name)
+	return fmt.Sprintf("content matched %s pattern %s", act, quoted)
 }
 
 func quoteNames(names []string) string {

@@ -37,12 +37,12 @@ func compileGlob(at, pattern string) (glob, error) {
 			b.WriteString(`.`)
 		case '\\':
 			i++
-			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
 		case '[':
 			// path.Match already validated the class.
 			i = globClass(&b, pattern, i+1)
 		default:
-			b.WriteString(regexp.QuoteMeta(pattern[i:i+1]))
+			b.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
 		}
 	}
 	b.WriteString(`)\z`)

@@ -34,8 +34,9 @@ type Kind struct {
 }
 
 // Env is what kinds may use from the outside world, injected so that tests
-// and hosts control it. Zero fields get defaults: os-less Getenv (always
-// ""), a private http.Client, time.Now.
+// and hosts control it (the package reads no globals). Zero fields get
+// defaults: a Getenv that finds nothing (the process environment is the
+// host's to hand in), a fresh http.Client, time.Now.
 type Env struct {
 	Getenv     func(string) string
 	HTTPClient *http.Client

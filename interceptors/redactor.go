@@ -15,7 +15,6 @@ import (
 // §5.2 path strings).
 const RedactedExtension = "hooksproxy"
 
-
 // redactor is the approval redactor built from a content config.
 type redactor struct {
 	ms maskSet

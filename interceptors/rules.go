@@ -17,9 +17,9 @@ type rulesConfig struct {
 }
 
 type ruleConfig struct {
-	At     pointSet          `json:"at"`
+	At     pointSet           `json:"at"`
 	Match  map[string]matcher `json:"match"`
-	Return verdictSpec       `json:"return"`
+	Return verdictSpec        `json:"return"`
 }
 
 // matcher is one match value: exact JSON, {regex: "..."} over a string, or

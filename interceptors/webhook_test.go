@@ -99,7 +99,7 @@ func TestWebhook(t *testing.T) {
 	})
 
 	failures := []struct {
-		name, cfg     string
+		name, cfg      string
 		verdictInvalid bool
 	}{
 		{"500", `{"url":"` + srv.URL + `/500"}`, false},

@@ -296,6 +296,13 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
 	}
 
+	// Only choice 0 is judged, so a response with more choices fails closed
+	// rather than release an unjudged one.
+	if n := len(gjson.GetBytes(t.completion, "choices").Array()); n != 1 {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response must carry exactly one choice"))
+		return turn{}, false
+	}
+
 	// post_model_call.
 	respModel := gjson.GetBytes(t.completion, "model").Str
 	if respModel == "" {

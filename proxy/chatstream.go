@@ -150,8 +150,9 @@ func (s *ChatStream) fail(err error) error {
 // (or drain) the body. It returns the raw bytes consumed and an error
 // matching ErrMissingDone if the stream ends first (io.ErrUnexpectedEOF is
 // also matched when it ended inside an event), ErrBufferLimit when the limit
-// is exceeded, or the error Add reported. ReadFrom may be called again after
-// a read error only if the error was not sticky in s (it always is today).
+// is exceeded, or the error Add reported. Errors are sticky. The reader's
+// buffer is bounded by the remaining limit, so memory stays within about
+// twice the limit even for one endless line.
 func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
 	if s.err != nil {
 		return 0, s.err

@@ -240,7 +240,7 @@ func bench1(ctx context.Context, c config, stderr io.Writer) (*report, error) {
 		start = time.Now()
 		for _, size := range c.heldSizes {
 			for _, t := range c.heldTgts {
-				h, err := runHeld(ctx, exe, up, e.client, t, size, c.held, stderr)
+				h, err := runHeld(ctx, exe, up, e.client, t, size, c.held, c.profile, stderr)
 				if err != nil {
 					return nil, err
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -26,6 +27,9 @@ type machine struct {
 	CPU       string `json:"cpu_model"`
 	Go        string `json:"go"`
 	Kernel    string `json:"kernel"`
+	// Revision is the VCS commit the binary was built from ("+dirty"
+	// when the tree had changes).
+	Revision  string `json:"revision"`
 	LoadStart string `json:"loadavg_start"`
 	LoadEnd   string `json:"loadavg_end"`
 }
@@ -77,6 +81,7 @@ func newReport(c config) *report {
 			CPU:       cpuModel(),
 			Go:        runtime.Version(),
 			Kernel:    strings.TrimSpace(readFile("/proc/sys/kernel/osrelease")),
+			Revision:  revision(),
 			LoadStart: loadavg(),
 		},
 		Config: reportConfig{
@@ -102,6 +107,23 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
+}
+
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	rev, dirty := "unknown", ""
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	return rev + dirty
 }
 
 // loadavg is the 1, 5 and 15 minute load average: how shared the machine was.
@@ -241,6 +263,7 @@ func (r *report) markdown() string {
 	fmt.Fprintf(&b, "## hooksbench run %s\n\n", r.Started.Format(time.RFC3339))
 	fmt.Fprintf(&b, "Command: `%s`  \n", r.Config.Command)
 	fmt.Fprintf(&b, "Machine: %d CPUs (%s), Linux %s, %s; load average %s at start, %s at end.  \n", m.NumCPU, m.CPU, m.Kernel, m.Go, m.LoadStart, m.LoadEnd)
+	fmt.Fprintf(&b, "Revision: %s  \n", m.Revision)
 	fmt.Fprintf(&b, "Streams carry %d content bytes per event. Matrix %s, held streams %s.\n\n", r.Config.Chunk, r.MatrixTime.Round(time.Second), r.HeldTime.Round(time.Second))
 
 	b.WriteString("### Latency, throughput and cost per request\n\n")

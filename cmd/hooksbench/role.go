@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"time"
@@ -83,6 +84,12 @@ func serveRole(a roleArgs, stdin io.Reader, stdout, stderr io.Writer) int {
 		_ = json.NewEncoder(w).Encode(st)
 	})
 
+	// The heap profile lets the parent see what held streams are made of.
+	ctl.HandleFunc("GET /heap", func(w http.ResponseWriter, _ *http.Request) {
+		runtime.GC()
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_ = pprof.Lookup("heap").WriteTo(w, 0)
+	})
 	if a.profile != "" {
 		f, err := os.Create(filepath.Join(a.profile, a.role+".cpu.pprof"))
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -240,7 +242,7 @@ func perStream(a, b uint64, n int) float64 {
 // stall every stream before [DONE], opens streams of size until all are
 // parked at the upstream, lets the proxy settle, snapshots it, then
 // releases them and checks every answer.
-func runHeld(ctx context.Context, exe string, up *child, client *http.Client, target string, size, streams int, stderr io.Writer) (*heldResult, error) {
+func runHeld(ctx context.Context, exe string, up *child, client *http.Client, target string, size, streams int, profile string, stderr io.Writer) (*heldResult, error) {
 	px, err := startChild(exe, roleArgs{role: target, upstream: up.base}, stderr)
 	if err != nil {
 		return nil, err
@@ -338,6 +340,12 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 	if res.Live, err = px.stats(true); err != nil {
 		return nil, err
 	}
+	if profile != "" {
+		name := filepath.Join(profile, fmt.Sprintf("held-%s-%d.heap.pprof", target, size))
+		if err := saveHeap(px, name); err != nil {
+			return nil, err
+		}
+	}
 	rstart := time.Now()
 	release()
 	wg.Wait()
@@ -349,6 +357,15 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 		res.WireBytes = bytes / int64(res.Completed)
 	}
 	return res, nil
+}
+
+// saveHeap writes the child's heap profile to name.
+func saveHeap(c *child, name string) error {
+	b, err := c.call(http.MethodGet, "/heap")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(name, []byte(b), 0o644)
 }
 
 // describe summarises an error count for the log.

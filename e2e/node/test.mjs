@@ -179,6 +179,19 @@ const checks = {
     eq('streamed content', content, expect.redacted);
     ok('a chunk still carries the key', !raw.some((s) => s.includes(expect.key)));
   },
+
+  async transform_tool_calls_stream() {
+    const stream = await client.chat.completions.create({
+      model, messages: user('what is the weather with my key?'), tools, stream: true,
+    });
+    const r = await collect(stream);
+    eq('finish_reason', r.finish, 'tool_calls');
+    eq('tool calls', r.calls.length, 2);
+    eq('call 0', `${r.calls[0].id} ${r.calls[0].name} ${r.calls[0].arguments}`,
+      `call_weather_k get_weather ${expect.weather_key_args_redacted}`);
+    eq('call 1', `${r.calls[1].id} ${r.calls[1].name} ${r.calls[1].arguments}`,
+      `call_time_k get_time ${expect.time_args}`);
+  },
 };
 
 let failed = 0;

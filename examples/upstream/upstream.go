@@ -18,7 +18,7 @@ const FakeKey = "sk-proj-AbCdEfGhIjKlMnOpQrStUvWx0123456789"
 // Prompts that provoke each scripted answer (matched case-insensitively as
 // substrings of the last user message; the first match wins).
 const (
-	PromptKey      = "what is the deploy key?"           // an answer leaking FakeKey
+	PromptKey      = "what is the deploy key?"            // an answer leaking FakeKey
 	PromptCustomer = "who is the customer on order 1001?" // an answer full of PII
 	PromptDocs     = "fetch the json docs"                // fetch_url on docs.python.org
 	PromptUpload   = "upload the report"                  // http_post to an unlisted host
