@@ -93,6 +93,7 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 		UpstreamTimeout:          cfg.Upstream.Timeout,
 		Agent:                    points.Agent{ID: cfg.Agent.ID, Framework: cfg.Agent.Framework},
 		SessionHeader:            cfg.Sessions.Header,
+		AllowAgentHeader:         cfg.Agent.AllowHeaderOverride,
 		IdleTimeout:              cfg.Sessions.IdleTimeout,
 		MaxSessions:              cfg.Sessions.MaxSessions,
 		MaxRequestBytes:          cfg.Limits.MaxRequestBytes,

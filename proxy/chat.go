@@ -415,13 +415,17 @@ func checkChatRequest(body []byte) string {
 // calls joins that run, and anything else starts a new run.
 func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 	now := s.opts.Now()
+	agentID := ""
+	if s.opts.AllowAgentHeader {
+		agentID = r.Header.Get("X-Agent-Hooks-Agent")
+	}
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {
-		return s.sessions.get(id, false, now)
+		return s.sessions.getAs(id, agentID, false, now)
 	}
 	if sess := s.sessions.byToolCall(toolCallIDsIn(body), now); sess != nil {
 		return sess, false
 	}
-	return s.sessions.get(newID("run_"), true, now)
+	return s.sessions.getAs(newID("run_"), agentID, true, now)
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }

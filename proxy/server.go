@@ -33,6 +33,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// Agent names agent.id and agent.framework in every context.
 	Agent points.Agent
+	// AllowAgentHeader lets a request's X-Agent-Hooks-Agent header name
+	// agent.id for the session it starts.
+	AllowAgentHeader bool
 	// SessionHeader names the session header (default X-Agent-Hooks-Session).
 	SessionHeader string
 	// IdleTimeout ends idle sessions (default 15m); MaxSessions bounds them.

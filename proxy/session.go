@@ -70,6 +70,12 @@ func newID(prefix string) string {
 // get returns the session named id, creating it when absent. created
 // reports whether it is new (and so owes agent_startup).
 func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, created bool) {
+	return ss.getAs(id, "", headerless, now)
+}
+
+// getAs is get with an agent id overriding the configured one for a new
+// session ("" keeps it).
+func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s *session, created bool) {
 	ss.mu.Lock()
 	if s = ss.byID[id]; s != nil && !s.ended {
 		s.lastActive = now
@@ -77,7 +83,11 @@ func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, 
 		ss.mu.Unlock()
 		return s, false
 	}
-	s = &session{ps: points.NewSession(ss.agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
+	agent := ss.agent
+	if agentID != "" {
+		agent.ID = agentID
+	}
+	s = &session{ps: points.NewSession(agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
 	ss.byID[id] = s
 	defer ss.report()
 	var evict *session

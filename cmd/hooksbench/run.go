@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hooksproxy/hooksproxy/bench"
@@ -231,6 +232,8 @@ type heldResult struct {
 	// HoldTime is how long it took until every stream was parked;
 	// ReleaseTime from the release until every stream finished.
 	HoldTime    time.Duration `json:"hold_ns"`
+	// EndedEarly counts streams that ended (failed) before the release.
+	EndedEarly int `json:"ended_early"`
 	ReleaseTime time.Duration `json:"release_ns"`
 }
 
@@ -276,11 +279,15 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		bytes int64
+		// ended counts streams that finished before the release: failed
+		// ones (the bare proxy's aborts) never park at the upstream.
+		ended atomic.Int64
 	)
 	start := time.Now()
 	for range streams {
 		wg.Go(func() {
 			s, err := call.Do(hctx, client, make([]byte, 16<<10))
+			ended.Add(1)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -303,11 +310,15 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 		if err != nil {
 			return false, err
 		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return false, fmt.Errorf("upstream /parked: %w", err)
+		}
 		if time.Since(lastLog) > 10*time.Second {
 			lastLog = time.Now()
-			fmt.Fprintf(stderr, "hooksbench: held %s %s: %s of %d streams parked after %s\n", target, sizeName(size), s, streams, time.Since(start).Round(time.Second))
+			fmt.Fprintf(stderr, "hooksbench: held %s %s: %d of %d streams parked, %d ended, after %s\n", target, sizeName(size), n, streams, ended.Load(), time.Since(start).Round(time.Second))
 		}
-		return s == strconv.Itoa(streams), nil
+		return int64(n)+ended.Load() >= int64(streams), nil
 	})
 	wcancel()
 	if err != nil {
@@ -317,6 +328,7 @@ func runHeld(ctx context.Context, exe string, up *child, client *http.Client, ta
 		return nil, fmt.Errorf("held %s: only %s of %d streams parked: %w", target, parked, streams, err)
 	}
 	res.HoldTime = time.Since(start)
+	res.EndedEarly = int(ended.Load())
 	// Let the proxy read what is still in its sockets: wait until its CPU
 	// stays idle for an interval.
 	last, err := px.stats(false)
