@@ -119,9 +119,6 @@ func TestRedactEndToEnd(t *testing.T) {
 			defer direct.Close()
 			body := chatBody("what is my key?", stream)
 			_, raw := post(t, direct.URL, body)
-			if !bytes.Contains(raw, []byte(redactKey[:12])) {
-				t.Fatalf("the upstream does not send the key: %s", raw)
-			}
 
 			up := httptest.NewServer(redactUpstream())
 			defer up.Close()
@@ -147,6 +144,9 @@ func TestRedactEndToEnd(t *testing.T) {
 					t.Fatalf("Content-Type %q", ct)
 				}
 				got, want = assemble(t, r.body), assemble(t, raw)
+			}
+			if !bytes.Contains(want, []byte(redactKey)) {
+				t.Fatalf("the upstream does not send the key: %s", want)
 			}
 			if c := gjson.GetBytes(got, "choices.0.message.content").String(); c != wantContent {
 				t.Fatalf("content\n %q\nwant\n %q", c, wantContent)

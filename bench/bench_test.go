@@ -28,7 +28,7 @@ func servers(tb testing.TB, chunk int) (*Upstream, map[string]string) {
 	tb.Cleanup(bare.Close)
 	bases := map[string]string{Direct: us.URL, Bare: bare.URL}
 	for _, t := range []string{AllowAll, Policy} {
-		hp, err := NewHooksproxy(t, us.URL)
+		hp, err := NewHooksproxy(t, us.URL, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestPolicyAllowsBenchText(t *testing.T) {
 	up := NewUpstream(16, sizes...)
 	us := httptest.NewServer(up)
 	defer us.Close()
-	hp, err := NewHooksproxy(Policy, us.URL)
+	hp, err := NewHooksproxy(Policy, us.URL, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

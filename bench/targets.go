@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -124,13 +125,14 @@ type Hooksproxy struct {
 // NewHooksproxy builds hooksproxy for target (AllowAll or Policy) in front
 // of upstream and starts its session sweeper. Records go to a counting
 // sink so their construction is part of the cost, as it is in production.
-func NewHooksproxy(target, upstream string) (*Hooksproxy, error) {
+// log receives the proxy's logs; nil discards them.
+func NewHooksproxy(target, upstream string, log *slog.Logger) (*Hooksproxy, error) {
 	cfg, err := Config(target, upstream)
 	if err != nil {
 		return nil, err
 	}
 	n := &atomic.Int64{}
-	opts := app.Options{Sink: points.RecordSinkFunc(func(*points.Record) { n.Add(1) })}
+	opts := app.Options{Logger: log, Sink: points.RecordSinkFunc(func(*points.Record) { n.Add(1) })}
 	c, err := app.Parse(cfg, "bench-"+target+".yaml", opts)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s config: %w", target, err)

@@ -43,16 +43,16 @@ func newHTTP(t testing.TB, v httpVariant) *HTTP {
 	return h
 }
 
+// allVariants are the four ways of driving the proxy: both tool seams,
+// plain and streamed.
 var allVariants = []httpVariant{
 	{seam: SeamHostAPI}, {seam: SeamHostAPI, stream: true},
 	{seam: SeamTransparent}, {seam: SeamTransparent, stream: true},
-	// Under terminate the posture-dependent vectors expect a blocked run.
-	{seam: SeamHostAPI, posture: PostureTerminate}, {seam: SeamTransparent, posture: PostureTerminate},
 }
 
 // TestConformanceHTTP runs every vector end to end through a real proxy on
-// loopback, through both tool seams, plain and streamed, and under both
-// postures: no failures, and the only skips are the incremental part.
+// loopback, through both tool seams, plain and streamed: no failures, and
+// the only skips are the incremental part.
 func TestConformanceHTTP(t *testing.T) {
 	vs := loadAll(t)
 	for _, v := range allVariants {
@@ -72,6 +72,35 @@ func TestConformanceHTTP(t *testing.T) {
 				if r.Status == StatusSkip && r.SkipReason != "missing capability: incremental_output" {
 					t.Errorf("%s skipped for %q", r.ID, r.SkipReason)
 				}
+			}
+		})
+	}
+}
+
+// TestConformanceHTTPTerminate runs the posture-dependent vectors with the
+// proxy under tool_seam_host_error: terminate, where they expect the run
+// blocked (a 503 from the host API or from the release of the tool calls).
+func TestConformanceHTTPTerminate(t *testing.T) {
+	var vs []Vector
+	for _, v := range loadAll(t) {
+		if v.Expect.RunOutcomeByPosture != nil {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) < 10 {
+		t.Fatalf("only %d posture-dependent vectors", len(vs))
+	}
+	for _, seam := range []string{SeamHostAPI, SeamTransparent} {
+		t.Run(seam, func(t *testing.T) {
+			t.Parallel()
+			h := newHTTP(t, httpVariant{seam: seam, posture: PostureTerminate})
+			if h.Posture() != PostureTerminate {
+				t.Fatalf("posture %q", h.Posture())
+			}
+			results := Run(h, vs)
+			var buf bytes.Buffer
+			if tally := PrintSummary(&buf, results); tally.Passed != len(vs) {
+				t.Errorf("%+v:\n%s", tally, buf.String())
 			}
 		})
 	}
@@ -135,7 +164,7 @@ func TestHTTPParallelToolCalls(t *testing.T) {
 	if r := RunVector(context.Background(), NewInProcess(), &v); r.Status != StatusPass {
 		t.Fatalf("in-process: %s %q", r.Status, r.Failures)
 	}
-	for _, hv := range allVariants[:4] {
+	for _, hv := range allVariants {
 		t.Run(hv.name(), func(t *testing.T) {
 			if r := RunVector(context.Background(), newHTTP(t, hv), &v); r.Status != StatusPass {
 				t.Errorf("%s %q", r.Status, r.Failures)
@@ -166,7 +195,7 @@ func TestHTTPKitCatchesWrongExpectations(t *testing.T) {
 			e.Records[0].Assert = append(e.Records[0].Assert, Predicate{Path: "resolved_by", Want: json.RawMessage(`"rejection"`)})
 		}, "resolved_by"},
 	}
-	for _, hv := range allVariants[:4] {
+	for _, hv := range allVariants {
 		h := newHTTP(t, hv)
 		for _, c := range cases {
 			v := vectorByID(t, vs, c.id)
@@ -192,7 +221,7 @@ func TestHTTPKitCatchesWrongExpectations(t *testing.T) {
 // proxy names the run.
 func TestHTTPSessions(t *testing.T) {
 	v := vectorByID(t, loadAll(t), "AH-CTK-001")
-	for _, hv := range allVariants[:4] {
+	for _, hv := range allVariants {
 		h := newHTTP(t, hv)
 		if err := h.Setup(NewSetup(&v)); err != nil {
 			t.Fatal(err)
@@ -347,7 +376,7 @@ func BenchmarkHTTPVectors(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, hv := range allVariants[:4] {
+	for _, hv := range allVariants {
 		b.Run(hv.name(), func(b *testing.B) {
 			h := newHTTP(b, hv)
 			b.ReportAllocs()

@@ -309,7 +309,7 @@ func (s *ChatStream) Replay(w io.Writer, opts ReplayOptions) error {
 // top-level extras are dropped. The output is compact JSON.
 //
 // Assemble fails with the error that Add reported, ErrMissingDone before
-// [DONE], or a *ChunkError when no chunk preceded [DONE].
+// [DONE], or a *ChunkError when no chunk carried a choice.
 func (s *ChatStream) Assemble() ([]byte, error) {
 	return s.AppendAssembled(nil)
 }
@@ -322,8 +322,9 @@ func (s *ChatStream) AppendAssembled(dst []byte) ([]byte, error) {
 	if !s.done {
 		return dst, ErrMissingDone
 	}
-	if s.acc.chunks == 0 {
-		return dst, &ChunkError{Event: len(s.events) - 1, Reason: "no chunk before [DONE]"}
+	if len(s.acc.choices) == 0 {
+		// Nothing for the hook to judge and nothing a client could use.
+		return dst, &ChunkError{Event: len(s.events) - 1, Reason: "no choice before [DONE]"}
 	}
 	return s.acc.appendCompletion(dst), nil
 }
@@ -332,7 +333,6 @@ func (s *ChatStream) AppendAssembled(dst []byte) ([]byte, error) {
 // concatenating the insides of JSON string literals yields the literal of
 // the concatenated string, so nothing is decoded and re-encoded.
 type chatAcc struct {
-	chunks   int
 	deltas   int // sequence number of the delta being applied
 	id       []byte
 	model    []byte
@@ -415,16 +415,21 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 	if !root.IsObject() {
 		return false, &ChunkError{Event: ev, Reason: "data is not a JSON object"}
 	}
-	// Like openai-go: any top-level "error" key, null included, ends the
-	// stream as an error.
-	if root.Get("error").Exists() {
-		return false, newUpstreamStreamError(ev, data)
-	}
 	bad := func(reason string) (bool, error) { return false, &ChunkError{Event: ev, Reason: reason} }
 	var seen int
 	var choices, usage gjson.Result
 	var reason string
+	var isError bool
 	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "error" {
+			// Like openai-go: any top-level "error" key, null included,
+			// ends the stream as an error, whatever else the chunk has.
+			isError = true
+			return false
+		}
+		if reason != "" {
+			return true // keep looking for an "error" key
+		}
 		var bit int
 		switch k.Str {
 		case "id":
@@ -483,8 +488,11 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 			}
 			seen |= bit
 		}
-		return reason == ""
+		return true
 	})
+	if isError {
+		return false, newUpstreamStreamError(ev, data)
+	}
 	if reason != "" {
 		return bad(reason)
 	}
@@ -503,7 +511,6 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 			return false, err
 		}
 	}
-	a.chunks++
 	return nChoices == 0 && usage.IsObject(), nil
 }
 

@@ -586,7 +586,8 @@ var csErrorCases = []struct {
 	{"content-not-string.sse", ErrMalformedChunk},
 	{"huge-choice-index.sse", ErrMalformedChunk},
 	{"extra-value-changes.sse", ErrMalformedChunk},
-	{"only-done.sse", ErrMalformedChunk}, // from Assemble: no chunk before [DONE]
+	{"only-done.sse", ErrMalformedChunk},  // from Assemble: no choice before [DONE]
+	{"no-choices.sse", ErrMalformedChunk}, // idem, with chunks
 }
 
 func TestChatStreamErrors(t *testing.T) {
@@ -631,6 +632,11 @@ func TestChatStreamUpstreamErrorDetails(t *testing.T) {
 	}
 	if evs := csReadEvents(t, &out); len(evs) != 3 || !gjson.GetBytes(evs[2].Data, "error").Exists() {
 		t.Errorf("replay lost the error event: %d events", len(evs))
+	}
+	// An error key wins over anything else wrong with the chunk.
+	_, err = NewChatStream(csTestLimit).ReadFrom(strings.NewReader(`data: {"id":5,"choices":{},"error":"boom"}` + "\n\n"))
+	if !errors.As(err, &ue) || ue.Message != "boom" {
+		t.Errorf("err = %v, want an UpstreamStreamError with message boom", err)
 	}
 	var ce *ChunkError
 	_, err = NewChatStream(csTestLimit).ReadFrom(strings.NewReader("data: {\"choices\":5}\n\n"))
@@ -938,7 +944,7 @@ func FuzzAssemble(f *testing.F) {
 			t.Fatalf("replay assembles to %s (%v), want %s", again, err, out)
 		}
 		var re bytes.Buffer
-		if err := RederiveChatStream(&re, out, RederiveOptions{IncludeUsage: true, MaxPieceBytes: 5}); err != nil {
+		if err := RederiveChatStream(&re, out, RederiveOptions{IncludeUsage: true, MaxPieceBytes: 64}); err != nil {
 			t.Fatalf("Rederive of an assembled completion: %v\n%s", err, out)
 		}
 		r3 := NewChatStream(8 << 20)

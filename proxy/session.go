@@ -89,7 +89,6 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 	}
 	s = &session{ps: points.NewSession(agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
 	ss.byID[id] = s
-	defer ss.report()
 	var evict *session
 	if len(ss.byID) > ss.max {
 		evict = ss.oldestLocked(s)
@@ -97,6 +96,7 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 			ss.removeLocked(evict)
 		}
 	}
+	ss.report()
 	ss.mu.Unlock()
 	if evict != nil {
 		ss.onEvict(evict, "cancelled")

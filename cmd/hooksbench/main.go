@@ -65,15 +65,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	upstream := fs.String("upstream", "", "internal: the upstream base URL of a proxy role")
 	chunk := fs.Int("chunk", 32, "content bytes per streamed event")
 	sizes := fs.String("sizes", "1K,32K", "answer content sizes")
-	concs := fs.String("conc", "1,16,64", "concurrencies; the largest is the saturation point")
+	concs := fs.String("conc", "1,16,64", "concurrencies; the largest is the saturation point (1,16 with -quick)")
 	modes := fs.String("modes", "json,stream", "answer modes: json, stream")
 	quick := fs.Bool("quick", false, "short run for CI (about 30 s)")
-	scenarioTime := fs.Duration("scenario-time", 0, "time per scenario (default 18s; 1.2s with -quick)")
-	batchTime := fs.Duration("batch-time", 0, "target length of one batch (default 300ms; 60ms with -quick)")
+	scenarioTime := fs.Duration("scenario-time", 0, "time per scenario (default 10s; 800ms with -quick)")
+	batchTime := fs.Duration("batch-time", 0, "target length of one batch (default 250ms; 40ms with -quick)")
 	maxReq := fs.Int("max-requests", 20000, "most requests per target per scenario")
 	held := fs.Int("held", 1000, "concurrent streams held for the memory test; 0 skips it")
 	heldTargets := fs.String("held-targets", "bare,allow_all,policy", "proxies measured holding streams")
-	heldSizes := fs.String("held-sizes", "", "answer sizes for the memory test (default 1K,32K; 32K with -quick)")
+	heldSizes := fs.String("held-sizes", "", "answer sizes for the memory test (default 1K,32K; 1K with -quick)")
 	profile := fs.String("cpuprofile", "", "directory where each child writes <role>.cpu.pprof and <role>.allocs.pprof")
 	jsonOut := fs.String("json", "", "also write the results as JSON to this file")
 	mdOut := fs.String("md", "", "also write the markdown report to this file")
@@ -81,6 +81,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	ints := func(name, s string) []int {
 		v, err := parseInts(s)
 		if err != nil {
@@ -111,11 +113,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	c.lim = limits{scenarioTime: 18 * time.Second, batchTime: 300 * time.Millisecond, minRounds: 3, maxRequests: *maxReq}
+	c.lim = limits{scenarioTime: 10 * time.Second, batchTime: 250 * time.Millisecond, minRounds: 3, maxRequests: *maxReq}
 	hs := "1K,32K"
 	if c.quick {
-		c.lim = limits{scenarioTime: 1200 * time.Millisecond, batchTime: 60 * time.Millisecond, minRounds: 2, maxRequests: *maxReq}
-		hs = "32K"
+		c.lim = limits{scenarioTime: 800 * time.Millisecond, batchTime: 40 * time.Millisecond, minRounds: 2, maxRequests: *maxReq}
+		hs = "1K"
+		if !set["conc"] {
+			c.concs = []int{1, 16}
+		}
 	}
 	if *scenarioTime > 0 {
 		c.lim.scenarioTime = *scenarioTime
@@ -246,9 +251,9 @@ func bench1(ctx context.Context, c config, stderr io.Writer) (*report, error) {
 				}
 				rep.Held = append(rep.Held, h)
 				logf("held %-9s %s x %d: %d completed, %s live heap/stream, %s RSS/stream, %s wire/stream; held in %s, released in %s (%s CPU/stream)%s",
-					t, sizeName(size), c.held, h.Completed, fmtBytes(perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.Streams)),
-					fmtBytes(perStream(h.Held.RSS, h.Base.RSS, h.Streams)), fmtBytes(float64(h.WireBytes)),
-					fmtDur(h.HoldTime), fmtDur(h.ReleaseTime), fmtDur((h.After.CPU-h.Live.CPU)/time.Duration(h.Streams)), firstErr(h.FirstErr))
+					t, sizeName(size), c.held, h.Completed, fmtBytes(perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.holding())),
+					fmtBytes(perStream(h.Held.RSS, h.Base.RSS, h.holding())), fmtBytes(float64(h.WireBytes)),
+					fmtDur(h.HoldTime), fmtDur(h.ReleaseTime), fmtDur((h.After.CPU-h.Live.CPU)/time.Duration(h.holding())), firstErr(h.FirstErr))
 			}
 		}
 		rep.HeldTime = time.Since(start)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -23,10 +24,10 @@ const (
 
 // machine describes where the run happened.
 type machine struct {
-	NumCPU    int    `json:"nproc"`
-	CPU       string `json:"cpu_model"`
-	Go        string `json:"go"`
-	Kernel    string `json:"kernel"`
+	NumCPU int    `json:"nproc"`
+	CPU    string `json:"cpu_model"`
+	Go     string `json:"go"`
+	Kernel string `json:"kernel"`
 	// Revision is the VCS commit the binary was built from ("+dirty"
 	// when the tree had changes).
 	Revision  string `json:"revision"`
@@ -109,21 +110,38 @@ func cpuModel() string {
 	return "unknown"
 }
 
+// revision names the commit the binary was built from: the build's VCS
+// stamp, or (with -buildvcs=false) what git says about the working
+// directory, read without taking git's optional locks.
 func revision() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	rev, dirty := "unknown", ""
-	for _, s := range bi.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "+dirty"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", ""
+		for _, s := range bi.Settings {
+			switch {
+			case s.Key == "vcs.revision":
+				rev = s.Value
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "+dirty"
+			}
+		}
+		if rev != "" {
+			return rev + dirty
 		}
 	}
-	return rev + dirty
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_OPTIONAL_LOCKS=0")
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	rev, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return "unknown"
+	}
+	if st, err := git("status", "--porcelain", "--untracked-files=no"); err == nil && st != "" {
+		rev += "+dirty"
+	}
+	return rev
 }
 
 // loadavg is the 1, 5 and 15 minute load average: how shared the machine was.
@@ -188,7 +206,7 @@ func (r *report) finish() {
 			name    string
 			a, base uint64
 		}{{"RSS", h.Held.RSS, h.Base.RSS}, {"live heap", h.Live.HeapAlloc, h.Base.HeapAlloc}} {
-			v, ok := ratio(perStream(m.a, m.base, h.Streams), float64(h.WireBytes))
+			v, ok := ratio(perStream(m.a, m.base, h.holding()), float64(h.WireBytes))
 			ch := check{
 				What:  fmt.Sprintf("held %s %s: %s per stream ÷ response bytes", h.Target, sizeName(h.Size), m.name),
 				Value: v, Limit: maxHeldPerStream, Holds: ok && v < maxHeldPerStream && h.Completed == h.Streams,
@@ -308,9 +326,9 @@ func (r *report) markdown() string {
 		b.WriteString("| target | size | streams | completed | response bytes | RSS Δ/stream | live heap Δ/stream | RSS ÷ response | heap ÷ response | goroutines/stream | time to hold all |\n")
 		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, h := range r.Held {
-			rss := perStream(h.Held.RSS, h.Base.RSS, h.Streams)
-			heap := perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.Streams)
-			g := float64(h.Held.Goroutines-h.Base.Goroutines) / float64(h.Streams)
+			rss := perStream(h.Held.RSS, h.Base.RSS, h.holding())
+			heap := perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.holding())
+			g := float64(h.Held.Goroutines-h.Base.Goroutines) / float64(h.holding())
 			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %.1f | %s |\n", h.Target, sizeName(h.Size), h.Streams, h.Completed,
 				fmtBytes(float64(h.WireBytes)), fmtBytes(rss), fmtBytes(heap),
 				fmtRatio(ratio(rss, float64(h.WireBytes))), fmtRatio(ratio(heap, float64(h.WireBytes))), g, fmtDur(h.HoldTime))

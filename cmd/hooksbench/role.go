@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -62,7 +63,10 @@ func serveRole(a roleArgs, stdin io.Reader, stdout, stderr io.Writer) int {
 		bp := bench.NewBareProxy(u)
 		h, counter = bp, bp.Errors.Load
 	case bench.AllowAll, bench.Policy:
-		hp, err := bench.NewHooksproxy(a.role, a.upstream)
+		// Warnings and errors (failed upstream calls, fail-closed
+		// answers) reach the parent's stderr; the report counts them.
+		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		hp, err := bench.NewHooksproxy(a.role, a.upstream, logger.With("role", a.role))
 		if err != nil {
 			fmt.Fprintln(stderr, "hooksbench:", err)
 			return 1

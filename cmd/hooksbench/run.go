@@ -231,11 +231,14 @@ type heldResult struct {
 	After bench.ProcStats `json:"after"`
 	// HoldTime is how long it took until every stream was parked;
 	// ReleaseTime from the release until every stream finished.
-	HoldTime    time.Duration `json:"hold_ns"`
+	HoldTime time.Duration `json:"hold_ns"`
 	// EndedEarly counts streams that ended (failed) before the release.
-	EndedEarly int `json:"ended_early"`
+	EndedEarly  int           `json:"ended_early"`
 	ReleaseTime time.Duration `json:"release_ns"`
 }
+
+// holding is the number of streams that were parked when measured.
+func (h *heldResult) holding() int { return max(h.Streams-h.EndedEarly, 1) }
 
 func perStream(a, b uint64, n int) float64 {
 	return (float64(a) - float64(b)) / float64(n)
