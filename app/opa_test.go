@@ -85,8 +85,13 @@ func startOPA(t *testing.T, bin, policy string) *opaServer {
 		addr := ln.Addr().String()
 		_ = ln.Close()
 		args := []string{"run", "--server", "--addr", addr, "--log-level", "error"}
-		if bytes.Contains(help, []byte("--disable-telemetry")) {
-			args = append(args, "--disable-telemetry")
+		// No phoning home from a test: OPA 1.x's only outbound call is the
+		// release check (--skip-version-check); older builds called it
+		// telemetry.
+		for _, flag := range []string{"--skip-version-check", "--disable-telemetry"} {
+			if bytes.Contains(help, []byte(flag)) {
+				args = append(args, flag)
+			}
 		}
 		o := &opaServer{url: "http://" + addr, cmd: exec.Command(bin, append(args, policy)...), out: &lockedBuffer{}, done: make(chan struct{})}
 		o.cmd.Stdout, o.cmd.Stderr = o.out, o.out

@@ -3,14 +3,17 @@ package hooks_test
 
 import data.hooks
 
-ctx(point, extra) := object.union({
-	"spec": "agent-hooks/0.1",
-	"interception_point": point,
-	"timestamp": "2026-01-01T00:00:00Z",
-	"sequence": 3,
-	"agent": {"id": "ops-agent", "framework": "openai-compatible"},
-	"session": {"id": "s1"},
-}, extra)
+ctx(point, extra) := object.union(
+	{
+		"spec": "agent-hooks/0.1",
+		"interception_point": point,
+		"timestamp": "2026-01-01T00:00:00Z",
+		"sequence": 3,
+		"agent": {"id": "ops-agent", "framework": "openai-compatible"},
+		"session": {"id": "s1"},
+	},
+	extra,
+)
 
 test_pre_tool_call_dangerous_denied if {
 	v := hooks.verdict with input as ctx("pre_tool_call", {"tool_call": {"id": "c1", "name": "delete_files", "args": {}}, "target": {}})

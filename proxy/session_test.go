@@ -1,0 +1,108 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"sync"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// reasons captures summary.reason of every agent_shutdown by session.
+var reasons sync.Map
+
+func sessionProxy(t *testing.T, up string, opts Options) (*httptest.Server, *Server, *points.MemorySink) {
+	sink := points.NewMemorySink(0)
+	capture := at(points.AgentShutdown, "capture", func(c *points.Context) (points.Verdict, error) {
+		reasons.Store(c.Get("session.id").Str, c.Get("summary.reason").Str)
+		return points.Allow(), nil
+	})
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{capture,
+		allowAll(points.AgentStartup, points.Input, points.PreModelCall, points.PostModelCall, points.PreToolCall, points.PostToolCall, points.Output)}, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up)
+	opts.Upstream, opts.Emitter = u, em
+	s := New(opts)
+	s.Start()
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	return hs, s, sink
+}
+
+func shutdownReasons(sink *points.MemorySink) map[string]string {
+	out := map[string]string{}
+	for _, r := range sink.Records() {
+		if r.InterceptionPoint == points.AgentShutdown {
+			out[r.SessionID] = "shutdown"
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestIdleSessionsEndWithShutdown(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	hs, s, sink := sessionProxy(t, up.URL, Options{IdleTimeout: 50 * time.Millisecond})
+	defer s.Close()
+	post(t, hs.URL, hello, "X-Agent-Hooks-Session", "idle-1")
+	if s.Sessions() != 1 {
+		t.Fatalf("sessions = %d", s.Sessions())
+	}
+	waitFor(t, "idle eviction", func() bool { return s.Sessions() == 0 })
+	if len(shutdownReasons(sink)) != 1 {
+		t.Fatal("idle eviction did not emit agent_shutdown")
+	}
+	recs := sink.Records()
+	last := recs[len(recs)-1]
+	if last.InterceptionPoint != points.AgentShutdown || last.SessionID != "idle-1" {
+		t.Fatalf("last record %+v", last)
+	}
+	if r, _ := reasons.Load("idle-1"); r != "completed" {
+		t.Fatalf("idle named session ended %v, want completed", r)
+	}
+}
+
+func TestSessionCountBounded(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	hs, s, sink := sessionProxy(t, up.URL, Options{MaxSessions: 3, IdleTimeout: time.Hour})
+	defer s.Close()
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		post(t, hs.URL, hello, "X-Agent-Hooks-Session", id)
+	}
+	if s.Sessions() != 3 {
+		t.Fatalf("sessions = %d, want 3", s.Sessions())
+	}
+	if n := len(shutdownReasons(sink)); n != 2 {
+		t.Fatalf("evictions emitted %d shutdowns, want 2", n)
+	}
+}
+
+func TestCloseCancelsOpenSessions(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	hs, s, sink := sessionProxy(t, up.URL, Options{IdleTimeout: time.Hour})
+	post(t, hs.URL, hello, "X-Agent-Hooks-Session", "open-1")
+	post(t, hs.URL, hello, "X-Agent-Hooks-Session", "open-2")
+	s.Close()
+	if s.Sessions() != 0 || len(shutdownReasons(sink)) != 2 {
+		t.Fatalf("close left %d sessions, %d shutdowns", s.Sessions(), len(shutdownReasons(sink)))
+	}
+	for _, id := range []string{"open-1", "open-2"} {
+		if r, _ := reasons.Load(id); r != "cancelled" {
+			t.Fatalf("%s ended %v, want cancelled", id, r)
+		}
+	}
+}
