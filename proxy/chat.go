@@ -74,6 +74,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
 	ctx := points.WithRequestID(r.Context(), requestID(w, r))
+	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
 
 	sess.mu.Lock()

@@ -1181,44 +1181,38 @@ func RederiveChatStream(w io.Writer, completion []byte, opts RederiveOptions) er
 	if !gjson.ValidBytes(completion) {
 		return fmt.Errorf("%w: not JSON", ErrInvalidCompletion)
 	}
-	root := gjson.Parse(bytesToString(completion))
-	if err := checkCompletion(root); err != nil {
-		return err
+	var p rdPlan
+	if err := p.parse(gjson.Parse(bytesToString(completion))); err != nil {
+		return fmt.Errorf("%w: %s", ErrInvalidCompletion, err)
 	}
 	r := rederiver{sw: sse.NewWriter(w), opts: opts}
 	if r.opts.MaxPieceBytes <= 0 {
 		r.opts.MaxPieceBytes = DefaultPieceBytes
 	}
 	r.prefix = append(r.prefix, `{"id":`...)
-	r.prefix = appendRawOr(r.prefix, root.Get("id"), `""`)
+	r.prefix = appendRawOr(r.prefix, p.id, `""`)
 	r.prefix = append(r.prefix, `,"object":"chat.completion.chunk","created":`...)
-	r.prefix = appendRawOr(r.prefix, root.Get("created"), `0`)
+	r.prefix = appendRawOr(r.prefix, p.created, `0`)
 	r.prefix = append(r.prefix, `,"model":`...)
-	r.prefix = appendRawOr(r.prefix, root.Get("model"), `""`)
-	for _, k := range [...]string{"service_tier", "system_fingerprint"} {
-		if v := root.Get(k); v.Exists() {
-			r.prefix = append(r.prefix, `,"`...)
-			r.prefix = append(r.prefix, k...)
-			r.prefix = append(r.prefix, `":`...)
-			r.prefix = append(r.prefix, v.Raw...)
-		}
+	r.prefix = appendRawOr(r.prefix, p.model, `""`)
+	if p.tier.Exists() {
+		r.prefix = append(r.prefix, `,"service_tier":`...)
+		r.prefix = append(r.prefix, p.tier.Raw...)
+	}
+	if p.fprint.Exists() {
+		r.prefix = append(r.prefix, `,"system_fingerprint":`...)
+		r.prefix = append(r.prefix, p.fprint.Raw...)
 	}
 	r.prefix = append(r.prefix, `,"choices":[`...)
-
-	var err error
-	pos := 0
-	root.Get("choices").ForEach(func(_, c gjson.Result) bool {
-		err = r.choice(c, pos)
-		pos++
-		return err == nil
-	})
-	if err != nil {
-		return err
+	for i := range p.choices {
+		if err := r.choice(&p.choices[i]); err != nil {
+			return err
+		}
 	}
-	if usage := root.Get("usage"); opts.IncludeUsage && usage.IsObject() {
+	if opts.IncludeUsage && p.usage.IsObject() {
 		r.buf = append(r.buf[:0], r.prefix...)
 		r.buf = append(r.buf, `],"usage":`...)
-		r.buf = appendCompact(r.buf, usage.Raw)
+		r.buf = appendCompact(r.buf, p.usage.Raw)
 		r.buf = append(r.buf, '}')
 		if err := r.sw.WriteEvent(sse.Event{Data: r.buf}); err != nil {
 			return fmt.Errorf("proxy: re-deriving stream: %w", err)
@@ -1237,113 +1231,231 @@ func appendRawOr(dst []byte, v gjson.Result, def string) []byte {
 	return appendCompact(dst, v.Raw)
 }
 
-// checkCompletion validates the shape RederiveChatStream relies on, so that
-// a bad completion fails before any byte is written.
-func checkCompletion(root gjson.Result) error {
-	bad := func(reason string) error { return fmt.Errorf("%w: %s", ErrInvalidCompletion, reason) }
-	if !root.IsObject() {
-		return bad("not a JSON object")
-	}
-	type want struct {
-		path  string
-		types []gjson.Type
-	}
-	str, num := gjson.String, gjson.Number
-	for _, f := range []want{
-		{"id", []gjson.Type{str}}, {"created", []gjson.Type{num}}, {"model", []gjson.Type{str}},
-		{"service_tier", []gjson.Type{str, gjson.Null}}, {"system_fingerprint", []gjson.Type{str, gjson.Null}},
-	} {
-		if v := root.Get(f.path); v.Exists() && !slices.Contains(f.types, v.Type) {
-			return bad(f.path + " has the wrong type")
-		}
-	}
-	if u := root.Get("usage"); u.Exists() && u.Type != gjson.Null && !u.IsObject() {
-		return bad("usage is not an object")
-	}
-	choices := root.Get("choices")
-	if !choices.IsArray() {
-		return bad("choices is not an array")
-	}
-	var err error
-	seen := map[int]bool{}
-	pos := 0
-	choices.ForEach(func(_, c gjson.Result) bool {
-		err = checkChoice(c, pos, seen)
-		pos++
-		return err == nil
-	})
-	if err != nil {
-		return bad(err.Error())
-	}
-	return nil
+// rdPlan is a completion parsed and validated in one pass, so that a bad
+// completion fails before any byte is written and each value (content in
+// particular) is scanned once.
+type rdPlan struct {
+	id, created, model, tier, fprint, usage gjson.Result
+	choices                                 []rdChoice
 }
 
-func checkChoice(c gjson.Result, pos int, seen map[int]bool) error {
-	if !c.IsObject() {
-		return errors.New("choice is not an object")
-	}
-	i := pos
-	if v := c.Get("index"); v.Exists() {
-		var ok bool
-		if i, ok = jsonIndex(v); !ok || i < 0 {
-			return errors.New("choice index is not a small non-negative integer")
-		}
-	}
-	if seen[i] {
-		return errors.New("duplicate choice index")
-	}
-	seen[i] = true
-	if v := c.Get("finish_reason"); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
-		return errors.New("finish_reason is not a string")
-	}
-	if v := c.Get("logprobs"); v.Exists() && v.Type != gjson.Null && !v.IsObject() {
-		return errors.New("logprobs is not an object")
-	}
-	m := c.Get("message")
-	if m.Exists() && m.Type != gjson.Null && !m.IsObject() {
-		return errors.New("message is not an object")
-	}
-	for _, k := range [...]string{"role", "content", "refusal"} {
-		if v := m.Get(k); v.Exists() && v.Type != gjson.Null && v.Type != gjson.String {
-			return errors.New("message." + k + " is not a string")
-		}
-	}
-	if fc := m.Get("function_call"); fc.Exists() && fc.Type != gjson.Null {
-		if err := checkFunction(fc, "message.function_call"); err != nil {
-			return err
-		}
-	}
-	tcs := m.Get("tool_calls")
-	if tcs.Exists() && tcs.Type != gjson.Null && !tcs.IsArray() {
-		return errors.New("message.tool_calls is not an array")
-	}
+type rdChoice struct {
+	index                  int
+	role, content, refusal gjson.Result
+	finish, logprobs       gjson.Result
+	hasFn                  bool
+	fn                     rdTool
+	tools                  []rdTool
+	extras                 []gjson.Result // key, value pairs
+}
+
+type rdTool struct {
+	id, name, args gjson.Result
+}
+
+// forEachKey iterates an object's members and rejects duplicate keys among
+// names: hooks read completions with gjson, which takes the first of two
+// duplicates, while clients take the last.
+func forEachKey(obj gjson.Result, fn func(k, v gjson.Result) error, names ...string) error {
+	var seen uint32
 	var err error
-	tcs.ForEach(func(_, t gjson.Result) bool {
-		switch {
-		case !t.IsObject():
-			err = errors.New("tool call is not an object")
-		case t.Get("id").Exists() && t.Get("id").Type != gjson.String:
-			err = errors.New("tool call id is not a string")
-		case t.Get("type").Exists() && t.Get("type").Str != "function":
-			err = errors.New("unsupported tool call type")
-		default:
-			err = checkFunction(t.Get("function"), "tool call function")
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if i := slices.Index(names, k.Str); i >= 0 {
+			if seen&(1<<i) != 0 {
+				err = errors.New("duplicate key " + k.Raw)
+				return false
+			}
+			seen |= 1 << i
 		}
+		err = fn(k, v)
 		return err == nil
 	})
 	return err
 }
 
-func checkFunction(fn gjson.Result, what string) error {
-	if fn.Exists() && !fn.IsObject() {
-		return errors.New(what + " is not an object")
+func isType(v gjson.Result, nullable bool, types ...gjson.Type) bool {
+	return (nullable && v.Type == gjson.Null) || slices.Contains(types, v.Type)
+}
+
+func (p *rdPlan) parse(root gjson.Result) error {
+	if !root.IsObject() {
+		return errors.New("not a JSON object")
 	}
-	for _, k := range [...]string{"name", "arguments"} {
-		if v := fn.Get(k); v.Exists() && v.Type != gjson.String {
-			return errors.New(what + "." + k + " is not a string")
+	var choices gjson.Result
+	err := forEachKey(root, func(k, v gjson.Result) error {
+		ok := true
+		switch k.Str {
+		case "id":
+			p.id, ok = v, isType(v, false, gjson.String)
+		case "created":
+			p.created, ok = v, isType(v, false, gjson.Number)
+		case "model":
+			p.model, ok = v, isType(v, false, gjson.String)
+		case "service_tier":
+			p.tier, ok = v, isType(v, true, gjson.String)
+		case "system_fingerprint":
+			p.fprint, ok = v, isType(v, true, gjson.String)
+		case "usage":
+			p.usage, ok = v, v.Type == gjson.Null || v.IsObject()
+		case "choices":
+			choices, ok = v, v.IsArray()
+		}
+		if !ok {
+			return errors.New(k.Str + " has the wrong type")
+		}
+		return nil
+	}, "id", "created", "model", "service_tier", "system_fingerprint", "usage", "choices")
+	if err != nil {
+		return err
+	}
+	if !choices.Exists() {
+		return errors.New("no choices")
+	}
+	pos := 0
+	choices.ForEach(func(_, c gjson.Result) bool {
+		err = p.parseChoice(c, pos)
+		pos++
+		return err == nil
+	})
+	return err
+}
+
+func (p *rdPlan) parseChoice(c gjson.Result, pos int) error {
+	if !c.IsObject() {
+		return errors.New("choice is not an object")
+	}
+	rc := rdChoice{index: pos}
+	var msg gjson.Result
+	err := forEachKey(c, func(k, v gjson.Result) error {
+		switch k.Str {
+		case "index":
+			i, ok := jsonIndex(v)
+			if !ok || i < 0 {
+				return errors.New("choice index is not a small non-negative integer")
+			}
+			rc.index = i
+		case "message":
+			if !isType(v, true) && !v.IsObject() {
+				return errors.New("message is not an object")
+			}
+			msg = v
+		case "finish_reason":
+			if !isType(v, true, gjson.String) {
+				return errors.New("finish_reason is not a string")
+			}
+			rc.finish = v
+		case "logprobs":
+			if !isType(v, true) && !v.IsObject() {
+				return errors.New("logprobs is not an object")
+			}
+			rc.logprobs = v
+		}
+		return nil
+	}, "index", "message", "finish_reason", "logprobs")
+	if err != nil {
+		return err
+	}
+	for i := range p.choices {
+		if p.choices[i].index == rc.index {
+			return errors.New("duplicate choice index")
 		}
 	}
+	if msg.IsObject() {
+		if err := rc.parseMessage(msg); err != nil {
+			return err
+		}
+	}
+	p.choices = append(p.choices, rc)
 	return nil
+}
+
+func (rc *rdChoice) parseMessage(m gjson.Result) error {
+	return forEachKey(m, func(k, v gjson.Result) error {
+		switch k.Str {
+		case "role", "content", "refusal":
+			if !isType(v, true, gjson.String) {
+				return errors.New("message." + k.Str + " is not a string")
+			}
+			switch k.Str {
+			case "role":
+				rc.role = v
+			case "content":
+				rc.content = v
+			default:
+				rc.refusal = v
+			}
+		case "function_call":
+			if v.Type == gjson.Null {
+				return nil
+			}
+			rc.hasFn = true
+			return parseFunction(&rc.fn, v, "message.function_call")
+		case "tool_calls":
+			if v.Type == gjson.Null {
+				return nil
+			}
+			if !v.IsArray() {
+				return errors.New("message.tool_calls is not an array")
+			}
+			var err error
+			v.ForEach(func(_, t gjson.Result) bool {
+				var tc rdTool
+				tc, err = parseTool(t)
+				rc.tools = append(rc.tools, tc)
+				return err == nil
+			})
+			return err
+		default:
+			if v.Type != gjson.Null {
+				rc.extras = append(rc.extras, k, v)
+			}
+		}
+		return nil
+	}, "role", "content", "refusal", "function_call", "tool_calls")
+}
+
+func parseTool(t gjson.Result) (rdTool, error) {
+	var tc rdTool
+	if !t.IsObject() {
+		return tc, errors.New("tool call is not an object")
+	}
+	err := forEachKey(t, func(k, v gjson.Result) error {
+		switch k.Str {
+		case "id":
+			if !isType(v, false, gjson.String) {
+				return errors.New("tool call id is not a string")
+			}
+			tc.id = v
+		case "type":
+			if v.Type != gjson.String || v.Str != "function" {
+				return errors.New("unsupported tool call type")
+			}
+		case "function":
+			return parseFunction(&tc, v, "tool call function")
+		}
+		return nil
+	}, "id", "type", "function")
+	return tc, err
+}
+
+func parseFunction(tc *rdTool, fn gjson.Result, what string) error {
+	if !fn.IsObject() {
+		return errors.New(what + " is not an object")
+	}
+	return forEachKey(fn, func(k, v gjson.Result) error {
+		switch k.Str {
+		case "name", "arguments":
+			if v.Type != gjson.String {
+				return errors.New(what + "." + k.Str + " is not a string")
+			}
+			if k.Str == "name" {
+				tc.name = v
+			} else {
+				tc.args = v
+			}
+		}
+		return nil
+	}, "name", "arguments")
 }
 
 type rederiver struct {
@@ -1427,32 +1539,26 @@ func isHighSurrogate(hex string) bool {
 
 func stringContents(v gjson.Result) string { return v.Raw[1 : len(v.Raw)-1] }
 
-func (r *rederiver) choice(c gjson.Result, pos int) error {
-	i := pos
-	if v := c.Get("index"); v.Exists() {
-		i, _ = jsonIndex(v)
-	}
+func (r *rederiver) choice(c *rdChoice) error {
 	r.choice0 = append(r.choice0[:0], `{"index":`...)
-	r.choice0 = appendIndex(r.choice0, i)
+	r.choice0 = appendIndex(r.choice0, c.index)
 	r.choice0 = append(r.choice0, `,"delta":`...)
-	m := c.Get("message")
-	role, content, refusal := m.Get("role"), m.Get("content"), m.Get("refusal")
 
 	logprobs := "null"
-	if lp := c.Get("logprobs"); lp.IsObject() {
-		logprobs = lp.Raw
+	if c.logprobs.IsObject() {
+		logprobs = c.logprobs.Raw
 	}
 	err := r.emit(func(b []byte) []byte {
 		b = append(b, `{"role":`...)
-		if role.Type == gjson.String {
-			b = append(b, role.Raw...)
+		if c.role.Type == gjson.String {
+			b = append(b, c.role.Raw...)
 		} else {
 			b = append(b, `"assistant"`...)
 		}
 		b = append(b, `,"content":`...)
-		b = append(b, emptyOrNull(content)...)
+		b = append(b, emptyOrNull(c.content)...)
 		b = append(b, `,"refusal":`...)
-		b = append(b, emptyOrNull(refusal)...)
+		b = append(b, emptyOrNull(c.refusal)...)
 		return append(b, '}')
 	}, logprobs, "null")
 	if err != nil {
@@ -1460,32 +1566,21 @@ func (r *rederiver) choice(c gjson.Result, pos int) error {
 	}
 
 	// Other string fields of the message, then content and refusal.
-	var extras []gjson.Result // keys and values, in pairs
-	m.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "role", "content", "refusal", "tool_calls", "function_call":
-		default:
-			if v.Type != gjson.Null {
-				extras = append(extras, k, v)
-			}
-		}
-		return true
-	})
-	for j := 0; j < len(extras); j += 2 {
-		if extras[j+1].Type == gjson.String {
-			if err := r.stringPieces(extras[j].Raw, extras[j+1], true); err != nil {
+	for j := 0; j < len(c.extras); j += 2 {
+		if c.extras[j+1].Type == gjson.String {
+			if err := r.stringPieces(c.extras[j].Raw, c.extras[j+1], true); err != nil {
 				return err
 			}
 		}
 	}
-	if err := r.stringPieces(`"content"`, content, false); err != nil {
+	if err := r.stringPieces(`"content"`, c.content, false); err != nil {
 		return err
 	}
-	if err := r.stringPieces(`"refusal"`, refusal, false); err != nil {
+	if err := r.stringPieces(`"refusal"`, c.refusal, false); err != nil {
 		return err
 	}
-	for j := 0; j < len(extras); j += 2 {
-		if k, v := extras[j], extras[j+1]; v.Type != gjson.String {
+	for j := 0; j < len(c.extras); j += 2 {
+		if k, v := c.extras[j], c.extras[j+1]; v.Type != gjson.String {
 			err := r.emit(func(b []byte) []byte {
 				b = append(b, '{')
 				b = append(b, k.Raw...)
@@ -1499,18 +1594,17 @@ func (r *rederiver) choice(c gjson.Result, pos int) error {
 		}
 	}
 
-	if fc := m.Get("function_call"); fc.IsObject() {
-		name, args := fc.Get("name"), fc.Get("arguments")
+	if c.hasFn {
 		err := r.emit(func(b []byte) []byte {
 			b = append(b, `{"function_call":{"name":`...)
-			b = appendRawOr(b, name, `""`)
+			b = appendRawOr(b, c.fn.name, `""`)
 			return append(b, `,"arguments":""}}`...)
 		}, "null", "null")
 		if err != nil {
 			return err
 		}
-		if args.Type == gjson.String {
-			err := eachPiece(stringContents(args), r.opts.MaxPieceBytes, func(p string) error {
+		if c.fn.args.Type == gjson.String {
+			err := eachPiece(stringContents(c.fn.args), r.opts.MaxPieceBytes, func(p string) error {
 				return r.emit(func(b []byte) []byte {
 					b = append(b, `{"function_call":{"arguments":"`...)
 					b = append(b, p...)
@@ -1523,18 +1617,14 @@ func (r *rederiver) choice(c gjson.Result, pos int) error {
 		}
 	}
 
-	k := 0
-	m.Get("tool_calls").ForEach(func(_, t gjson.Result) bool {
-		err = r.toolCall(k, t)
-		k++
-		return err == nil
-	})
-	if err != nil {
-		return err
+	for k := range c.tools {
+		if err := r.toolCall(k, &c.tools[k]); err != nil {
+			return err
+		}
 	}
 
-	if fr := c.Get("finish_reason"); fr.Type == gjson.String {
-		return r.emit(func(b []byte) []byte { return append(b, `{}`...) }, "null", fr.Raw)
+	if c.finish.Type == gjson.String {
+		return r.emit(func(b []byte) []byte { return append(b, `{}`...) }, "null", c.finish.Raw)
 	}
 	return nil
 }
@@ -1570,24 +1660,22 @@ func (r *rederiver) stringPieces(rawKey string, v gjson.Result, always bool) err
 	return eachPiece(stringContents(v), r.opts.MaxPieceBytes, emitPiece)
 }
 
-func (r *rederiver) toolCall(k int, t gjson.Result) error {
-	fn := t.Get("function")
-	id, name, args := t.Get("id"), fn.Get("name"), fn.Get("arguments")
+func (r *rederiver) toolCall(k int, t *rdTool) error {
 	err := r.emit(func(b []byte) []byte {
 		b = append(b, `{"tool_calls":[{"index":`...)
 		b = appendIndex(b, k)
-		if id.Type == gjson.String {
+		if t.id.Type == gjson.String {
 			b = append(b, `,"id":`...)
-			b = append(b, id.Raw...)
+			b = append(b, t.id.Raw...)
 		}
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawOr(b, name, `""`)
+		b = appendRawOr(b, t.name, `""`)
 		return append(b, `,"arguments":""}}]}`...)
 	}, "null", "null")
-	if err != nil || args.Type != gjson.String {
+	if err != nil || t.args.Type != gjson.String {
 		return err
 	}
-	return eachPiece(stringContents(args), r.opts.MaxPieceBytes, func(p string) error {
+	return eachPiece(stringContents(t.args), r.opts.MaxPieceBytes, func(p string) error {
 		return r.emit(func(b []byte) []byte {
 			b = append(b, `{"tool_calls":[{"index":`...)
 			b = appendIndex(b, k)

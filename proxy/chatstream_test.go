@@ -506,6 +506,8 @@ func TestRederiveInvalid(t *testing.T) {
 		`{"choices":[{"message":{"tool_calls":[{"type":"custom"}]}}]}`,
 		`{"choices":[{"message":{"tool_calls":[{"function":{"arguments":{}}}]}}]}`,
 		`{"choices":[{"finish_reason":1}]}`, `{"choices":[{"message":{"function_call":"x"}}]}`, `{"choices":[` + "\n",
+		`{"choices":[{"message":{"content":"a","content":"b"}}]}`, `{"choices":[],"choices":[]}`,
+		`{"choices":[{"message":{"tool_calls":[{"function":{"name":"a","name":"b"}}]}}]}`,
 	} {
 		var out bytes.Buffer
 		err := RederiveChatStream(&out, []byte(c), RederiveOptions{})
@@ -953,6 +955,36 @@ func FuzzAssemble(f *testing.F) {
 		}
 		if again, err := r3.Assemble(); err != nil || !bytes.Equal(again, out) {
 			t.Fatalf("round trip gives %s (%v), want %s", again, err, out)
+		}
+	})
+}
+
+// FuzzRederive feeds arbitrary completions: no panic; an error writes
+// nothing; otherwise every event is one line of compact JSON without a
+// top-level error key, and the stream ends with [DONE].
+func FuzzRederive(f *testing.F) {
+	for _, sc := range csStreamCases {
+		out, _ := csAssemble(f, bytes.NewReader(csLoadStream(f, sc.path)))
+		f.Add(out, true, 3)
+	}
+	f.Add([]byte(`{"choices":[{"message":{"content":"a\ud83d\ude00b","x":[1,{"y":2}]},"finish_reason":"stop"}],"usage":{"a":1}}`), false, 1)
+	f.Fuzz(func(t *testing.T, completion []byte, includeUsage bool, piece int) {
+		var out bytes.Buffer
+		err := RederiveChatStream(&out, completion, RederiveOptions{IncludeUsage: includeUsage, MaxPieceBytes: piece % 64})
+		if err != nil {
+			if !errors.Is(err, ErrInvalidCompletion) || out.Len() != 0 {
+				t.Fatalf("err %v after writing %d bytes", err, out.Len())
+			}
+			return
+		}
+		evs := csReadEvents(t, bytes.NewReader(out.Bytes()))
+		if len(evs) == 0 || string(evs[len(evs)-1].Data) != "[DONE]" {
+			t.Fatal("stream does not end with [DONE]")
+		}
+		for _, e := range evs[:len(evs)-1] {
+			if bytes.ContainsAny(e.Data, "\r\n") || !json.Valid(e.Data) || gjson.GetBytes(e.Data, "error").Exists() {
+				t.Fatalf("bad event %q", e.Data)
+			}
 		}
 	})
 }

@@ -90,6 +90,7 @@ func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, em *poi
 }
 
 func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
 	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
@@ -135,6 +136,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
 	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
@@ -168,6 +170,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
 	body, ok := hostBody(w, r, 1<<16)
 	if !ok {
 		return

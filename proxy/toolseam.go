@@ -198,8 +198,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 				return true
 			}
 			id := m.Get("tool_call_id").Str
-			c := m.Get("content")
-			value := []byte(orNull(c.Raw))
+			value := toolResultValue(m.Get("content"))
 			_, res, ran := s.postTool(ctx, em, sess, id, value, false)
 			if ran && !res.Proceed && s.terminates(*res) {
 				first = res
@@ -336,4 +335,16 @@ func orEmptyObject(s string) string {
 		return "{}"
 	}
 	return s
+}
+
+// toolResultValue is tool_result.value for a role:tool message: OpenAI
+// clients send results as strings, so a string that holds a JSON object or
+// array is that value; any other string stays a string.
+func toolResultValue(c gjson.Result) []byte {
+	if c.Type == gjson.String {
+		if v := gjson.Parse(c.Str); (v.IsObject() || v.IsArray()) && gjson.Valid(c.Str) {
+			return []byte(c.Str)
+		}
+	}
+	return []byte(orNull(c.Raw))
 }

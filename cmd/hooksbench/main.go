@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -172,6 +173,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 func firstErr(s string) string {
 	if s == "" {
 		return ""
@@ -197,6 +210,11 @@ func bench1(ctx context.Context, c config, stderr io.Writer) (*report, error) {
 	exe, err := selfExe()
 	if err != nil {
 		return nil, err
+	}
+	if _, ok := stderr.(*os.File); !ok {
+		// exec copies each child's stderr in its own goroutine unless it
+		// is a file; serialise the writes.
+		stderr = &lockedWriter{w: stderr}
 	}
 	rep := newReport(c)
 	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "hooksbench: "+format+"\n", a...) }

@@ -37,7 +37,8 @@ commands:
   serve        run the proxy (default)          --config FILE (or HOOKSPROXY_CONFIG)
   validate     check a config file, list every problem; exit 1 if any
   demo         run with an embedded scripted upstream and example policies (no API key)
-  conformance  run the AGENT-HOOKS conformance vectors end to end   [--vectors DIR] [--json]
+  conformance  run the AGENT-HOOKS conformance vectors end to end over HTTP
+               [--vectors DIR] [--json] [--seam host-api|transparent|both] [--wire plain|stream|both]
   version      print the version
 `
 
