@@ -65,10 +65,10 @@ type ConsoleOptions struct {
 	// with host_error:approval_resolver_failed).
 	MaxPending int
 	// Timeout, when positive, caps how long one approval waits for a
-	// person. Its expiry answers outcome unresolved (the spec's "no
-	// decision", host_error:approval_unresolved). The emitter's own bound,
-	// timeouts.approval_resolver_ms, applies as well: whichever ends first
-	// wins, and the emitter's expiry is host_error:approval_resolver_failed.
+	// person. The emitter's own bound, timeouts.approval_resolver_ms,
+	// applies as well; whichever ends first, the wait fails as a resolver
+	// timeout (host_error:approval_resolver_failed, §9) and the entry
+	// leaves the queue.
 	Timeout time.Duration
 	// Metrics, when set, is told about the queue.
 	Metrics Metrics
@@ -219,11 +219,13 @@ func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 		r := <-e.done
 		return r.res, r.err
 	}
+	// Nobody decided in time. §9: a resolver that times out yields
+	// host_error:approval_resolver_failed, so the wait ends as an error
+	// whichever bound (ours or the emitter's) ran out first.
 	if ctx.Err() != nil {
 		return points.ApprovalResolution{}, fmt.Errorf("approvals: no decision: %w", ctx.Err())
 	}
-	// Our own cap ended the wait: the resolver worked, nobody decided.
-	return points.ApprovalResolution{Outcome: points.OutcomeUnresolved, ContextIdentity: cloneStr(req.ContextIdentity)}, nil
+	return points.ApprovalResolution{}, fmt.Errorf("approvals: no decision within %s: %w", c.timeout, context.DeadlineExceeded)
 }
 
 // expire removes a still-pending approval; it reports whether it did.
