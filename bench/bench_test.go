@@ -40,7 +40,7 @@ func servers(tb testing.TB, chunk int) (*Upstream, map[string]string) {
 }
 
 func TestTargetsAnswer(t *testing.T) {
-	_, bases := servers(t, 16)
+	_, bases := servers(t, DefaultChunk)
 	client := NewClient(8)
 	buf := make([]byte, 32<<10)
 	for _, target := range Targets() {
@@ -64,7 +64,7 @@ func TestTargetsAnswer(t *testing.T) {
 func TestPolicyAllowsBenchText(t *testing.T) {
 	// The realistic policy set must pass the benchmark's text unchanged,
 	// or the benchmark would measure redaction instead of inspection.
-	up := NewUpstream(16, sizes...)
+	up := NewUpstream(DefaultChunk, sizes...)
 	us := httptest.NewServer(up)
 	defer us.Close()
 	hp, err := NewHooksproxy(Policy, us.URL, nil)
@@ -276,7 +276,7 @@ func mode(stream bool) string {
 // together; compare targets with each other, not with hooksbench's
 // per-process figures.
 func BenchmarkEndToEnd(b *testing.B) {
-	_, bases := servers(b, 16)
+	_, bases := servers(b, DefaultChunk)
 	client := NewClient(4)
 	for _, stream := range []bool{false, true} {
 		for _, size := range sizes {

@@ -58,6 +58,11 @@ type Upstream struct {
 	gate   chan struct{}
 }
 
+// DefaultChunk is the content bytes per streamed event hooksbench and the
+// Go benchmarks use: about eight tokens, coarser than real streams (one
+// token each), so 32 KB answers stay affordable on small machines.
+const DefaultChunk = 32
+
 // NewUpstream returns an upstream that streams chunk-byte content pieces
 // and answers Content(size) for each of sizes.
 func NewUpstream(chunk int, sizes ...int) *Upstream {

@@ -1466,7 +1466,8 @@ type rederiver struct {
 	choice0 []byte // `{"index":N,"delta":`
 }
 
-// emit writes one chunk whose delta is built by fill.
+// emit writes one chunk of the current choice; delta appends its delta
+// object, logprobs and finish are raw JSON values.
 func (r *rederiver) emit(delta func([]byte) []byte, logprobs string, finish string) error {
 	r.buf = append(r.buf[:0], r.prefix...)
 	r.buf = append(r.buf, r.choice0...)

@@ -2,8 +2,8 @@ package proxy
 
 import (
 	"net/http/httptest"
-	"sync"
 	"net/url"
+	"sync"
 	"testing"
 	"time"
 

@@ -64,7 +64,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	role := fs.String("role", "", "internal: run as a child process of this role")
 	upstream := fs.String("upstream", "", "internal: the upstream base URL of a proxy role")
-	chunk := fs.Int("chunk", 32, "content bytes per streamed event")
+	chunk := fs.Int("chunk", bench.DefaultChunk, "content bytes per streamed event")
 	sizes := fs.String("sizes", "1K,32K", "answer content sizes")
 	concs := fs.String("conc", "1,16,64", "concurrencies; the largest is the saturation point (1,16 with -quick)")
 	modes := fs.String("modes", "json,stream", "answer modes: json, stream")
