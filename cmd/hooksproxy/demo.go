@@ -70,6 +70,11 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hooksproxy demo:", err)
 		return 1
 	}
+	// The demo's admin API (records, approvals) takes the token "demo"
+	// unless one is set.
+	if os.Getenv("HOOKSPROXY_ADMIN_TOKEN") == "" {
+		_ = os.Setenv("HOOKSPROXY_ADMIN_TOKEN", "demo")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rt, err := startRuntime(ctx, path, *listen, log, nil)
@@ -87,7 +92,7 @@ func printDemo(w io.Writer, addr, upstream string) {
 		return fmt.Sprintf(`curl -s %s/v1/chat/completions -H 'Content-Type: application/json' -d '{"model":"demo","messages":[{"role":"user","content":"%s"}]}'`, base, msg)
 	}
 	fmt.Fprintf(w, `hooksproxy demo: proxy on %[1]s, scripted upstream on http://%[2]s (no API key needed)
-Policies: the example set in cmd/hooksproxy/demo.yaml. Records go to stderr-free memory; see /agent-hooks/v1/records.
+Policies: the example set in cmd/hooksproxy/demo.yaml.
 
 1. Allow: a plain answer passes every point.
    %[3]s
@@ -98,11 +103,17 @@ Policies: the example set in cmd/hooksproxy/demo.yaml. Records go to stderr-free
 3. Deny: the final answer mentions a secret; the output policy answers 403.
    %[5]s
 
-4. Escalation: the model asks to send an email; hooksproxy.tools escalates (a liftable deny).
+4. Escalation: the model asks to send an email; hooksproxy.tools escalates
+   (a liftable deny: "liftable": true; with an approval resolver configured the
+   request would wait for a person instead).
    %[6]s
 
 5. Streaming works the same way: held until the verdict, then released.
    %[7]s
+
+6. The payload-free audit records of every decision, and the metrics:
+   curl -s %[1]s/agent-hooks/v1/records -H 'Authorization: Bearer '"${HOOKSPROXY_ADMIN_TOKEN:-demo}"
+   curl -s %[1]s/metrics | grep hooksproxy_decisions_total
 
 Point any OpenAI client at it:
    export OPENAI_BASE_URL=%[1]s/v1 OPENAI_API_KEY=demo
