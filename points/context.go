@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -311,10 +312,13 @@ func ValidateEnvelope(raw []byte) error {
 // validateEnvelope is ValidateEnvelope for bytes already known to be valid
 // JSON (the emitter checks the encoding first, more strictly).
 func validateEnvelope(raw []byte) error {
-	root := gjson.ParseBytes(raw)
-	if !root.IsObject() {
+	parsed := gjson.ParseBytes(raw)
+	if !parsed.IsObject() {
 		return envErr("$", "not an object")
 	}
+	// One pass over the top level: later lookups touch only the member
+	// they need, not the (possibly megabytes of) messages before it.
+	root := envTopLevel(parsed)
 	if s := root.Get("spec"); s.Type != gjson.String || !specPattern.MatchString(s.Str) {
 		return envErr("spec", "must match ^agent-hooks/N.N$")
 	}
@@ -409,7 +413,7 @@ func closed(obj gjson.Result, path string, allowed ...string) error {
 	return bad
 }
 
-func requireObject(root gjson.Result, path string) (gjson.Result, error) {
+func requireObject(root envMembers, path string) (gjson.Result, error) {
 	r := root.Get(path)
 	if !r.IsObject() {
 		return r, envErr(path, "must be an object")
@@ -417,7 +421,7 @@ func requireObject(root gjson.Result, path string) (gjson.Result, error) {
 	return r, nil
 }
 
-func validateConditional(root gjson.Result, p Point) error {
+func validateConditional(root envMembers, p Point) error {
 	switch p {
 	case AgentStartup:
 		ai, err := requireObject(root, "agent_init")
@@ -581,4 +585,32 @@ func jsonEqual(a, b string) bool {
 		return false
 	}
 	return deepEqualJSON(x, y)
+}
+
+// envMembers indexes an object's top-level members; Get resolves a dotted
+// path by its first segment, then within that member only.
+type envMembers map[string]gjson.Result
+
+func envTopLevel(obj gjson.Result) envMembers {
+	m := make(envMembers, 16)
+	obj.ForEach(func(k, v gjson.Result) bool {
+		if _, dup := m[k.Str]; !dup {
+			m[k.Str] = v
+		}
+		return true
+	})
+	return m
+}
+
+// Get returns the member at path ("a" or "a.b.c").
+func (t envMembers) Get(path string) gjson.Result {
+	head, rest, nested := strings.Cut(path, ".")
+	v, ok := t[head]
+	if !ok {
+		return gjson.Result{}
+	}
+	if !nested {
+		return v
+	}
+	return v.Get(rest)
 }
