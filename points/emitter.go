@@ -227,10 +227,18 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	case len(raw) > e.cfg.MaxContextBytes:
 		out, rejected = synthesized(ReasonContextInvalid, fmt.Sprintf("context exceeds %d bytes", e.cfg.MaxContextBytes)), true
 	default:
-		if err := CheckEncoding(raw, e.cfg.MaxDepth); err != nil {
-			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
-		} else if err := validateEnvelope(raw); err != nil {
-			out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
+		// The jcs-sha256 provider validates the whole context by the same
+		// rules while it canonicalizes, so a second pass would only repeat
+		// it; any other provider (or none) gets the explicit check.
+		if !e.identityChecksEncoding() {
+			if err := CheckEncoding(raw, e.cfg.MaxDepth); err != nil {
+				out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
+			}
+		}
+		if !rejected {
+			if err := validateEnvelope(raw); err != nil {
+				out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
+			}
 		}
 	}
 	if !rejected && e.cfg.Identity != nil {
@@ -264,7 +272,11 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	changed := !rejected && e.cfg.Mode == Enforce && !bytes.Equal(work, raw)
 	if !rejected {
 		if changed {
-			if err := CheckEncoding(work, e.cfg.MaxDepth); err != nil {
+			var encErr error
+			if !e.identityChecksEncoding() {
+				encErr = CheckEncoding(work, e.cfg.MaxDepth)
+			}
+			if err := encErr; err != nil {
 				if out.combined.Decision.Permits() {
 					out.combined = hostError(ReasonContextInvalid, "post-fold context left the value domain: "+err.Error())
 					out.decidedBy = nil
@@ -849,4 +861,11 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 	}
 	e.deliver(rec, start)
 	return Result{Record: rec, Verdict: v}
+}
+
+// identityChecksEncoding reports whether the identity provider already
+// applies CheckEncoding's rules to the whole context at the emitter's depth.
+func (e *Emitter) identityChecksEncoding() bool {
+	_, ok := e.cfg.Identity.(jcsSHA256)
+	return ok && e.cfg.MaxDepth == DefaultMaxDepth
 }
