@@ -27,6 +27,7 @@ const (
 	answerRedacted = "Your key is [REDACTED:openai_key] so keep it safe."
 	answerLeak     = "The password is a secret: hunter2."
 	answerAgent    = "The answer is 42."
+	answerRefused  = "I am not allowed to run shell commands, so I left everything in place."
 	weatherArgs    = `{"city":"Paris","unit":"celsius","detail":"hourly forecast for the next two days"}`
 	timeArgs       = `{"timezone":"Europe/Paris","format":"24h"}`
 	// weatherKeyArgs carries a key the secrets pack redacts inside a tool
@@ -57,6 +58,7 @@ func rules() []scripted.Rule {
 			scripted.ToolCall{ID: "call_calc_1", Name: "calculator", Arguments: `{"__arg1":"6*7"}`},
 		)},
 		{When: "42", AfterTool: true, Reply: scripted.Text(answerAgent)},
+		{When: "blocked by agent-hooks", AfterTool: true, Reply: scripted.Text(answerRefused)},
 		{When: "", AfterTool: true, Reply: scripted.Text("The tool said something else.")},
 		{When: "delete everything", Reply: scripted.Calls(
 			scripted.ToolCall{ID: "call_shell_1", Name: "shell_exec", Arguments: `{"__arg1":"rm -rf /"}`},

@@ -306,3 +306,65 @@ func TestLangchaingoStreamedToolCalls(t *testing.T) {
 		})
 	}
 }
+
+// seamPolicyYAML governs tools only at the transparent tool seam: the model
+// may ask for a shell, but pre_tool_call denies it before the agent sees it.
+const seamPolicyYAML = `
+upstream:
+  base_url: UPSTREAM_URL
+  timeout: 30s
+agent:
+  id: e2e-agent
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - id: tool-governance
+      kind: hooksproxy.tools
+      at: [pre_tool_call]
+      config: {deny: ['shell_*']}
+    - id: allow-rest
+      kind: hooksproxy.allow_all
+`
+
+// TestLangchaingoAgentSeamDenyContinues: a tool call denied at
+// pre_tool_call by the transparent seam never runs, the model gets the
+// control error, and the agent still finishes with the model's answer;
+// the records show the blocked pre without a post (§6.2).
+func TestLangchaingoAgentSeamDenyContinues(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		name := "plain"
+		if stream {
+			name = "stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			up := scripted.New(rules()...).KeepBodies()
+			e := start(t, seamPolicyYAML, up)
+			r := runAgent(t, e, "please delete everything", "", stream)
+			if r.err != nil {
+				t.Fatalf("agent run: %v", r.err)
+			}
+			if r.out != answerRefused {
+				t.Errorf("agent answered %q, want %q", r.out, answerRefused)
+			}
+			if got := r.shell.calls(); len(got) != 0 {
+				t.Errorf("denied tool ran with %q", got)
+			}
+			bodies := up.Bodies()
+			if len(bodies) != 2 || !strings.Contains(string(bodies[1]), "Tool call blocked by agent-hooks at pre_tool_call.") {
+				t.Fatalf("the model did not get the control error: %d upstream calls", len(bodies))
+			}
+			recs := e.records(e.sessions()[0])
+			checkSequences(t, recs)
+			want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "pre_tool_call",
+				"pre_model_call", "post_model_call", "output", "agent_shutdown"}
+			if got := pointsOf(recs); !slices.Equal(got, want) {
+				t.Errorf("points = %v, want %v", got, want)
+			}
+			if len(recs) == len(want) {
+				if v := recs[4].Verdict; v.Decision != "deny" || v.Reason == "" {
+					t.Errorf("pre_tool_call verdict = %+v, want a deny", v)
+				}
+			}
+		})
+	}
+}
