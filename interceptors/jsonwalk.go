@@ -3,11 +3,12 @@ package interceptors
 import (
 	"bytes"
 	"encoding/json"
-	"math/big"
 	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // isMemberChar is the §5.2 member-name alphabet (ALPHA / DIGIT / "_" / "-").
@@ -116,46 +117,7 @@ func decodeJSON(raw string) (any, bool) {
 
 // jsonValueEqual compares two decoded JSON values; numbers compare by value
 // (1 equals 1.0), objects ignore member order.
-func jsonValueEqual(a, b any) bool {
-	switch x := a.(type) {
-	case map[string]any:
-		y, ok := b.(map[string]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for k, v := range x {
-			w, ok := y[k]
-			if !ok || !jsonValueEqual(v, w) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		y, ok := b.([]any)
-		if !ok || len(x) != len(y) {
-			return false
-		}
-		for i := range x {
-			if !jsonValueEqual(x[i], y[i]) {
-				return false
-			}
-		}
-		return true
-	case json.Number:
-		y, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if x == y {
-			return true
-		}
-		fx, _, err1 := big.ParseFloat(string(x), 10, 256, big.ToNearestEven)
-		fy, _, err2 := big.ParseFloat(string(y), 10, 256, big.ToNearestEven)
-		return err1 == nil && err2 == nil && fx.Cmp(fy) == 0
-	default:
-		return a == b
-	}
-}
+func jsonValueEqual(a, b any) bool { return points.JSONValueEqual(a, b) }
 
 // stringVisit is one string value found by walkStrings: its decoded value,
 // its path from the walk root and its byte span in the walked document.

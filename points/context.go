@@ -584,7 +584,7 @@ func jsonEqual(a, b string) bool {
 	if da.Decode(&x) != nil || db.Decode(&y) != nil {
 		return false
 	}
-	return deepEqualJSON(x, y)
+	return JSONValueEqual(x, y)
 }
 
 // envMembers indexes an object's top-level members; Get resolves a dotted

@@ -8,9 +8,9 @@ import (
 
 func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
-// deepEqualJSON compares values decoded with UseNumber; numbers compare by
-// value so 1 and 1.0 are equal.
-func deepEqualJSON(a, b any) bool {
+// JSONValueEqual compares JSON values decoded with UseNumber: numbers
+// compare by value (1 equals 1.0), objects ignore member order.
+func JSONValueEqual(a, b any) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -19,7 +19,7 @@ func deepEqualJSON(a, b any) bool {
 		}
 		for k, v := range x {
 			w, ok := y[k]
-			if !ok || !deepEqualJSON(v, w) {
+			if !ok || !JSONValueEqual(v, w) {
 				return false
 			}
 		}
@@ -30,7 +30,7 @@ func deepEqualJSON(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !deepEqualJSON(x[i], y[i]) {
+			if !JSONValueEqual(x[i], y[i]) {
 				return false
 			}
 		}
