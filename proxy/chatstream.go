@@ -599,33 +599,9 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	if !v.IsObject() {
 		return bad("choice is not an object")
 	}
-	const (
-		cIndex = 1 << iota
-		cDelta
-		cFinish
-		cLogprobs
-	)
-	var seen int
-	var idx, delta, finish, logprobs gjson.Result
-	var reason string
-	v.ForEach(func(k, v gjson.Result) bool {
-		var bit int
-		switch k.Str {
-		case "index":
-			bit, idx = cIndex, v
-		case "delta":
-			bit, delta = cDelta, v
-		case "finish_reason":
-			bit, finish = cFinish, v
-		case "logprobs":
-			bit, logprobs = cLogprobs, v
-		}
-		if bit != 0 && seen&bit != 0 {
-			reason = "duplicate key " + k.Raw
-		}
-		seen |= bit
-		return reason == ""
-	})
+	var m [4]gjson.Result
+	reason := pickMembers(v, m[:], "index", "delta", "finish_reason", "logprobs")
+	idx, delta, finish, logprobs := m[0], m[1], m[2], m[3]
 	if reason != "" {
 		return bad(reason)
 	}
@@ -795,33 +771,9 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	if !t.IsObject() {
 		return "tool call delta is not an object"
 	}
-	const (
-		tIndex = 1 << iota
-		tID
-		tType
-		tFunction
-	)
-	var seen int
-	var idx, id, typ, fn gjson.Result
-	var reason string
-	t.ForEach(func(k, v gjson.Result) bool {
-		var bit int
-		switch k.Str {
-		case "index":
-			bit, idx = tIndex, v
-		case "id":
-			bit, id = tID, v
-		case "type":
-			bit, typ = tType, v
-		case "function":
-			bit, fn = tFunction, v
-		}
-		if bit != 0 && seen&bit != 0 {
-			reason = "duplicate key " + k.Raw
-		}
-		seen |= bit
-		return reason == ""
-	})
+	var m [4]gjson.Result
+	reason := pickMembers(t, m[:], "index", "id", "type", "function")
+	idx, id, typ, fn := m[0], m[1], m[2], m[3]
 	if reason != "" {
 		return reason
 	}
@@ -1685,4 +1637,27 @@ func (r *rederiver) toolCall(k int, t *rdTool) error {
 			return append(b, `"}}]}`...)
 		}, "null", "null")
 	})
+}
+
+// pickMembers reads the named members of obj into out (by position) in one
+// pass, and reports a duplicate of any of them: gjson reads the first,
+// clients the last, so a duplicate fails closed.
+func pickMembers(obj gjson.Result, out []gjson.Result, names ...string) string {
+	var seen uint64
+	var reason string
+	obj.ForEach(func(k, v gjson.Result) bool {
+		for i, n := range names {
+			if k.Str != n {
+				continue
+			}
+			if seen&(1<<i) != 0 {
+				reason = "duplicate key " + k.Raw
+				return false
+			}
+			seen |= 1 << i
+			out[i] = v
+		}
+		return true
+	})
+	return reason
 }

@@ -231,7 +231,7 @@ func bench1(ctx context.Context, c config, stderr io.Writer) (*report, error) {
 		return nil, err
 	}
 	defer up.stop()
-	e := &env{upstream: up, proxies: map[string]*child{}, client: bench.NewClient(max(c.held, 64) + 64), log: stderr}
+	e := &env{upstream: up, proxies: map[string]*child{}, client: bench.NewClient(max(c.held, 64) + 64)}
 	for _, t := range []string{bench.Bare, bench.AllowAll, bench.Policy} {
 		px, err := startChild(exe, roleArgs{role: t, upstream: up.base, profile: c.profile}, stderr)
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,7 +94,6 @@ type env struct {
 	upstream *child
 	proxies  map[string]*child // bare, allow_all, policy
 	client   *http.Client
-	log      io.Writer
 }
 
 // measured returns the process whose cost a target's requests show.
@@ -395,12 +393,4 @@ func saveHeap(c *child, name string) error {
 		return err
 	}
 	return os.WriteFile(name, []byte(b), 0o644)
-}
-
-// describe summarises an error count for the log.
-func describe(c *cell) string {
-	if c.Errors == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (%d errors; first: %s)", c.Errors, strings.TrimSpace(c.FirstErr))
 }
