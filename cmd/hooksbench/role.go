@@ -49,8 +49,8 @@ func serveRole(a roleArgs, stdin io.Reader, stdout, stderr io.Writer) int {
 	case roleUpstream:
 		up := bench.NewUpstream(a.chunk, a.sizes...)
 		h, counter = up, up.Requests
-		ctl.HandleFunc("POST /stall", func(w http.ResponseWriter, _ *http.Request) { up.Stall() })
-		ctl.HandleFunc("POST /release", func(w http.ResponseWriter, _ *http.Request) { up.Release() })
+		ctl.HandleFunc("POST /stall", func(http.ResponseWriter, *http.Request) { up.Stall() })
+		ctl.HandleFunc("POST /release", func(http.ResponseWriter, *http.Request) { up.Release() })
 		ctl.HandleFunc("GET /parked", func(w http.ResponseWriter, _ *http.Request) {
 			_, _ = io.WriteString(w, strconv.FormatInt(up.Parked(), 10))
 		})

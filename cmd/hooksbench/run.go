@@ -107,7 +107,7 @@ func (e *env) measured(target string) *child {
 func (e *env) base(target string) string { return e.measured(target).base }
 
 // batch runs one batch against target and adds it to c.
-func (e *env) batch(ctx context.Context, c *cell, call bench.Call, n, conc int, record bool) error {
+func (e *env) batch(ctx context.Context, c *cell, call bench.Call, n, conc int) error {
 	m := e.measured(c.Target)
 	before, err := m.stats(false)
 	if err != nil {
@@ -125,9 +125,6 @@ func (e *env) batch(ctx context.Context, c *cell, call bench.Call, n, conc int, 
 	uafter, err := e.upstream.stats(false)
 	if err != nil {
 		return err
-	}
-	if !record {
-		return nil
 	}
 	c.Requests += len(b.Samples) + b.Errors
 	c.Errors += b.Errors
@@ -194,7 +191,7 @@ func (e *env) runScenario(ctx context.Context, sc scenario, lim limits) (*scenar
 		}
 		for i := range targets {
 			t := targets[(round+i)%len(targets)]
-			if err := e.batch(ctx, res.Cells[t], calls[t], n, sc.Conc, true); err != nil {
+			if err := e.batch(ctx, res.Cells[t], calls[t], n, sc.Conc); err != nil {
 				return nil, err
 			}
 		}
