@@ -181,14 +181,14 @@ func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
 	if err != nil {
 		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
-	return e.emitRaw(ctx, ev.Point, raw, start)
+	return e.emitRaw(ctx, ev.Point, raw, start, &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: now.UTC().Format(TimestampLayout), trace: traceOf(ev, s)})
 }
 
 // EmitContext runs one emission over a complete wire context built by the
 // caller (for hosts that build contexts themselves, and for tests).
 func (e *Emitter) EmitContext(ctx context.Context, raw []byte) Result {
 	p, _ := ParsePoint(gjson.GetBytes(raw, "interception_point").Str)
-	return e.emitRaw(ctx, p, raw, time.Now())
+	return e.emitRaw(ctx, p, raw, time.Now(), nil)
 }
 
 // RecordHostFailure writes the record of an emission whose context the host
@@ -216,7 +216,28 @@ func (e *Emitter) hostFailure(p Point, sid string, seq int64, now time.Time, rea
 	return Result{Record: rec, Verdict: v, Proceed: e.cfg.Mode == EvaluateOnly}
 }
 
-func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.Time) Result {
+// envelopeFacts are the record's envelope members when the emitter built
+// the context itself, so the record needs no scan of a large context.
+type envelopeFacts struct {
+	sessionID string
+	sequence  int64
+	timestamp string
+	trace     gjson.Result
+}
+
+// traceOf finds the trace member among an event's or session's members.
+func traceOf(ev Event, s *Session) gjson.Result {
+	for _, ms := range [][]Member{ev.Members, s.extra} {
+		for _, m := range ms {
+			if m.Key == "trace" {
+				return gjson.ParseBytes(m.Value)
+			}
+		}
+	}
+	return gjson.Result{}
+}
+
+func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.Time, facts *envelopeFacts) Result {
 	bindings := e.byPoint[p]
 	var (
 		out      outcome
@@ -302,16 +323,20 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	rec := &Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(out.combined),
 		InputIdentity: inputID, EnforcedIdentity: enforcedID, IdentityProvider: e.IdentityProviderName(),
-		SessionID: gjson.GetBytes(raw, "session.id").Str, Sequence: -1,
-		Timestamp: gjson.GetBytes(raw, "timestamp").Str, DecidedBy: out.decidedBy,
+		Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
 		InterceptorsRegistered: len(bindings), RequestID: RequestIDFrom(ctx),
 	}
-	if sq := gjson.GetBytes(raw, "sequence"); sq.Type == gjson.Number {
-		rec.Sequence = sq.Int()
+	if facts == nil {
+		facts = &envelopeFacts{sessionID: gjson.GetBytes(raw, "session.id").Str, sequence: -1,
+			timestamp: gjson.GetBytes(raw, "timestamp").Str, trace: gjson.GetBytes(raw, "trace")}
+		if sq := gjson.GetBytes(raw, "sequence"); sq.Type == gjson.Number {
+			facts.sequence = sq.Int()
+		}
 	}
-	if tr := gjson.GetBytes(raw, "trace"); tr.IsObject() {
+	rec.SessionID, rec.Sequence, rec.Timestamp = facts.sessionID, facts.sequence, facts.timestamp
+	if tr := facts.trace; tr.IsObject() {
 		t := Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}
 		if t.TraceID != "" || t.SpanID != "" {
 			rec.Trace = &t

@@ -245,3 +245,23 @@ func BenchmarkEmit1x2KB(b *testing.B) { benchmarkEmit(b, 1, 2<<10) }
 func BenchmarkEmit8x2KB(b *testing.B) { benchmarkEmit(b, 8, 2<<10) }
 func BenchmarkEmit1x1MB(b *testing.B) { benchmarkEmit(b, 1, 1<<20) }
 func BenchmarkEmit8x1MB(b *testing.B) { benchmarkEmit(b, 8, 1<<20) }
+
+func TestRecordEchoesEnvelope(t *testing.T) {
+	e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "a", Interceptor: allowAll()}}})
+	s := testSession()
+	ev := OutputEvent(json.RawMessage(`"hi"`)).With("trace", json.RawMessage(`{"trace_id":"0af7651916cd43dd8448eb211c80319c","span_id":"b7ad6b7169203331"}`))
+	e.Emit(context.Background(), s, OutputEvent(json.RawMessage(`"first"`)))
+	res := e.Emit(context.Background(), s, ev)
+	r := res.Record
+	if r.SessionID != "s-1" || r.Sequence != 1 || r.Timestamp == "" || r.Timestamp != gjsonGet(res.Context, "timestamp")[1:len(r.Timestamp)+1] {
+		t.Fatalf("envelope facts: %+v", r)
+	}
+	if r.Trace == nil || r.Trace.TraceID != "0af7651916cd43dd8448eb211c80319c" || r.Trace.SpanID != "b7ad6b7169203331" {
+		t.Fatalf("trace not echoed: %+v", r.Trace)
+	}
+	// A context handed in whole is read for the same facts.
+	res2 := e.EmitContext(context.Background(), res.Context)
+	if res2.Record.SessionID != "s-1" || res2.Record.Sequence != 1 || res2.Record.Trace == nil {
+		t.Fatalf("EmitContext facts: %+v", res2.Record)
+	}
+}
