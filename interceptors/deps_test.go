@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // TestImportsOnlyPoints pins the dependency direction points ← interceptors
@@ -44,5 +46,32 @@ func TestImportsOnlyPoints(t *testing.T) {
 	}
 	if seen == 0 {
 		t.Fatal("found no import of points; is the test looking at the right files?")
+	}
+}
+
+// Every built-in kind must declare itself read-only, so the emitter can
+// share contexts with it; a kind that starts writing must drop this.
+func TestBuiltinsShareContext(t *testing.T) {
+	cfgs := map[string]string{
+		KindWebhook: `{"url":"http://127.0.0.1:1/x"}`,
+		KindModels:  `{"allow":["*"]}`,
+		KindCEL:     `{"rules":[{"when":"true","verdict":{"decision":"allow"}}]}`,
+		KindRules:   `{"rules":[{"return":{"decision":"allow"}}]}`,
+		KindContent: `{"packs":{"secrets":"deny"}}`,
+		KindTools:   `{"deny":["x"]}`,
+		KindBudget:  `{"max_model_calls":10}`,
+	}
+	for _, k := range Builtins() {
+		cfg := []byte(cfgs[k.Name])
+		if len(cfg) == 0 {
+			cfg = nil
+		}
+		ic, err := k.New("b", cfg, Env{})
+		if err != nil {
+			t.Fatalf("%s: %v", k.Name, err)
+		}
+		if s, ok := ic.(points.ContextSharer); !ok || !s.SharesContext() {
+			t.Errorf("%s does not share its context", k.Name)
+		}
 	}
 }

@@ -251,3 +251,30 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// Every built-in kind only reads its context, so the emitter may pass it
+// without a copy (points.ContextSharer).
+
+// SharesContext reports that allow_all never writes its context.
+func (allowAll) SharesContext() bool { return true }
+
+// SharesContext reports that rules never writes its context.
+func (*Rules) SharesContext() bool { return true }
+
+// SharesContext reports that content never writes its context.
+func (*Content) SharesContext() bool { return true }
+
+// SharesContext reports that tools never writes its context.
+func (*Tools) SharesContext() bool { return true }
+
+// SharesContext reports that budget never writes its context.
+func (*Budget) SharesContext() bool { return true }
+
+// SharesContext reports that models never writes its context.
+func (*Models) SharesContext() bool { return true }
+
+// SharesContext reports that cel never writes its context.
+func (*CEL) SharesContext() bool { return true }
+
+// SharesContext reports that webhook never writes its context.
+func (*Webhook) SharesContext() bool { return true }

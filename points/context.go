@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -312,7 +313,9 @@ func ValidateEnvelope(raw []byte) error {
 // validateEnvelope is ValidateEnvelope for bytes already known to be valid
 // JSON (the emitter checks the encoding first, more strictly).
 func validateEnvelope(raw []byte) error {
-	parsed := gjson.ParseBytes(raw)
+	// A no-copy view: the context bytes are never written, and nothing
+	// parsed here outlives the check.
+	parsed := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
 	if !parsed.IsObject() {
 		return envErr("$", "not an object")
 	}
@@ -399,26 +402,27 @@ func isNonNegInt(raw string) bool {
 	return true
 }
 
-func closed(obj gjson.Result, path string, allowed ...string) error {
-	var bad error
-	obj.ForEach(func(k, _ gjson.Result) bool {
+func closed(obj envMembers, path string, allowed ...string) error {
+next:
+	for k := range obj {
 		for _, a := range allowed {
-			if k.Str == a {
-				return true
+			if k == a {
+				continue next
 			}
 		}
-		bad = envErr(path, "unknown member")
-		return false
-	})
-	return bad
+		return envErr(path, "unknown member")
+	}
+	return nil
 }
 
-func requireObject(root envMembers, path string) (gjson.Result, error) {
+// requireObject indexes the object at path once, so that reading several
+// of its members does not rescan a large one (response.content, messages).
+func requireObject(root envMembers, path string) (envMembers, error) {
 	r := root.Get(path)
 	if !r.IsObject() {
-		return r, envErr(path, "must be an object")
+		return nil, envErr(path, "must be an object")
 	}
-	return r, nil
+	return envTopLevel(r), nil
 }
 
 func validateConditional(root envMembers, p Point) error {

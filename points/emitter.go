@@ -414,7 +414,10 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 	if timeout == 0 {
 		timeout = e.cfg.InterceptorTimeout
 	}
-	c := &Context{raw: bytes.Clone(raw), point: p}
+	c := &Context{raw: raw, point: p}
+	if cs, ok := b.Interceptor.(ContextSharer); !ok || !cs.SharesContext() {
+		c.raw = bytes.Clone(raw)
+	}
 	type answer struct {
 		v   Verdict
 		err error

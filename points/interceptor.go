@@ -17,6 +17,15 @@ type Interceptor interface {
 	Intercept(ctx context.Context, c *Context) (Verdict, error)
 }
 
+// ContextSharer is implemented by interceptors that only ever read their
+// context. The emitter then hands them the shared, never-written bytes
+// instead of a private copy: isolation (§7) holds because nobody writes
+// them, as the reference core's read-only borrow does, and a megabyte of
+// messages is not copied once per interceptor.
+type ContextSharer interface {
+	SharesContext() bool
+}
+
 // InterceptorFunc adapts a function to Interceptor.
 type InterceptorFunc func(ctx context.Context, c *Context) (Verdict, error)
 

@@ -105,7 +105,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	// input: a new user turn.
-	msgs := gjson.GetBytes(body, "messages").Array()
+	msgs := gjson.Get(view(body), "messages").Array()
 	last := len(msgs) - 1
 	if msgs[last].Get("role").Str == "user" {
 		content := msgs[last].Get("content").Raw
@@ -135,7 +135,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		completion, modified := t.completion, t.modified
-		calls := gjson.GetBytes(completion, "choices.0.message.tool_calls").Array()
+		calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 		final := len(calls) == 0
 		if !final {
 			ids := make([]string, 0, len(calls))
@@ -167,7 +167,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			// output: the turn's final answer.
-			content := gjson.GetBytes(completion, "choices.0.message.content").Raw
+			content := gjson.Get(view(completion), "choices.0.message.content").Raw
 			res := em.Emit(ctx, sess.ps, points.OutputEvent([]byte(orNull(content))))
 			if !res.Proceed {
 				rn.blocked(res)
@@ -203,7 +203,7 @@ type turn struct {
 // When it returns false the answer has been written.
 func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	s, em, sess, w, r := rn.s, rn.em, rn.sess, rn.w, rn.r
-	model := gjson.GetBytes(body, "model").Str
+	model := gjson.Get(view(body), "model").Str
 	reqID := newID("req_")
 	ev := points.PreModelCallEvent(model, projectMessages(body)).With("request_id", quoteJSON(reqID))
 	if decls, _ := toolDecls(body); decls != nil {
@@ -231,7 +231,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		return turn{}, false
 	}
 	upStart := time.Now()
-	stream := gjson.GetBytes(body, "stream").Bool()
+	stream := gjson.Get(view(body), "stream").Bool()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
@@ -337,7 +337,7 @@ func (rn *run) release(t turn, body, completion []byte, modified bool) {
 	var rendered []byte
 	var err error
 	if t.held != nil && modified {
-		if rendered, err = t.held.render(completion, gjson.GetBytes(body, "stream_options.include_usage").Bool()); err != nil {
+		if rendered, err = t.held.render(completion, gjson.Get(view(body), "stream_options.include_usage").Bool()); err != nil {
 			rn.failClosed(t.post, "verdicted response could not be re-derived as a stream")
 			return
 		}
@@ -381,7 +381,7 @@ func checkChatRequest(body []byte) string {
 	if !gjson.ValidBytes(body) {
 		return "request body is not valid JSON"
 	}
-	root := gjson.ParseBytes(body)
+	root := gjson.Parse(view(body))
 	if !root.IsObject() {
 		return "request body must be a JSON object"
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -14,7 +15,7 @@ import (
 // carries tool_calls gets content: null). The bytes are shared with the
 // body unless a message needs patching.
 func projectMessages(body []byte) []byte {
-	msgs := gjson.GetBytes(body, "messages")
+	msgs := gjson.Get(view(body), "messages")
 	raw := []byte(msgs.Raw)
 	needs := false
 	msgs.ForEach(func(_, m gjson.Result) bool {
@@ -41,7 +42,7 @@ func projectMessages(body []byte) []byte {
 
 // toolDecls projects the request's tools to [{name, description?, schema?}].
 func toolDecls(body []byte) ([]byte, []string) {
-	tools := gjson.GetBytes(body, "tools")
+	tools := gjson.Get(view(body), "tools")
 	if !tools.IsArray() {
 		return nil, nil
 	}
@@ -109,7 +110,7 @@ func compact(b []byte) []byte {
 // projectResponse builds post_model_call's response member from a
 // chat.completion (choice 0): {content, tool_calls:[{id,name,args}], finish_reason}.
 func projectResponse(completion []byte) (response []byte, callIDs []string) {
-	msg := gjson.GetBytes(completion, "choices.0.message")
+	msg := gjson.Get(view(completion), "choices.0.message")
 	out := []byte(`{"content":`)
 	if c := msg.Get("content"); c.Exists() {
 		out = append(out, c.Raw...)
@@ -135,7 +136,7 @@ func projectResponse(completion []byte) (response []byte, callIDs []string) {
 		return true
 	})
 	out = append(out, `],"finish_reason":`...)
-	fr := gjson.GetBytes(completion, "choices.0.finish_reason")
+	fr := gjson.Get(view(completion), "choices.0.finish_reason")
 	if fr.Type == gjson.String {
 		out = append(out, fr.Raw...)
 	} else {
@@ -146,7 +147,7 @@ func projectResponse(completion []byte) (response []byte, callIDs []string) {
 
 // usageMember projects usage to {prompt_tokens, completion_tokens}.
 func usageMember(completion []byte) []byte {
-	u := gjson.GetBytes(completion, "usage")
+	u := gjson.Get(view(completion), "usage")
 	if !u.IsObject() {
 		return nil
 	}
@@ -171,7 +172,7 @@ func writeBackResponse(completion []byte, resp gjson.Result) ([]byte, error) {
 	}
 	calls := resp.Get("tool_calls").Array()
 	if len(calls) == 0 {
-		if gjson.GetBytes(completion, "choices.0.message.tool_calls").Exists() {
+		if gjson.Get(view(completion), "choices.0.message.tool_calls").Exists() {
 			completion, err = sjson.DeleteBytes(completion, "choices.0.message.tool_calls")
 		}
 		return completion, err
@@ -209,7 +210,7 @@ func appendString(dst []byte, s string) []byte {
 // messages' tool_call_id and its assistant messages' tool_calls ids.
 func toolCallIDsIn(body []byte) []string {
 	var ids []string
-	gjson.GetBytes(body, "messages").ForEach(func(_, m gjson.Result) bool {
+	gjson.Get(view(body), "messages").ForEach(func(_, m gjson.Result) bool {
 		switch m.Get("role").Str {
 		case "tool":
 			if id := m.Get("tool_call_id").Str; id != "" {
@@ -227,3 +228,8 @@ func toolCallIDsIn(body []byte) []string {
 	})
 	return ids
 }
+
+// view reads b as a string without copying it, for gjson. The proxy never
+// writes a body or completion slice in place (sjson returns new slices), so
+// results stay valid.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

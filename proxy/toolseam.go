@@ -119,7 +119,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
 func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte) ([]byte, int, []string, *points.Result) {
-	calls := gjson.GetBytes(completion, "choices.0.message.tool_calls").Array()
+	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
 	var keptIDs, withheld []string
 	changed := false
@@ -166,7 +166,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		}
 		raw := []byte(c.Raw)
 		if a, ok := newArgs[i]; ok {
-			raw, _ = sjson.SetBytes(raw, "function.arguments", argsString(gjson.ParseBytes(a)))
+			raw, _ = sjson.SetBytes(raw, "function.arguments", argsString(gjson.Parse(view(a))))
 		}
 		arr = append(arr, raw...)
 	}
@@ -186,7 +186,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 // conversation. It returns the new body, or a blocking result when the run
 // must halt.
 func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess *session, body []byte) ([]byte, *points.Result) {
-	msgs := gjson.GetBytes(body, "messages")
+	msgs := gjson.Get(view(body), "messages")
 	if !msgs.IsArray() {
 		return body, nil
 	}
