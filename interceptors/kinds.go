@@ -278,3 +278,28 @@ func (*CEL) SharesContext() bool { return true }
 
 // SharesContext reports that webhook never writes its context.
 func (*Webhook) SharesContext() bool { return true }
+
+// The kinds below do bounded CPU work and never block, so the emitter may
+// run them on its own goroutine (points.InlineRunner). The webhook waits on
+// the network and does not.
+
+// RunsInline reports that allow_all never blocks.
+func (allowAll) RunsInline() bool { return true }
+
+// RunsInline reports that rules never blocks.
+func (*Rules) RunsInline() bool { return true }
+
+// RunsInline reports that content never blocks.
+func (*Content) RunsInline() bool { return true }
+
+// RunsInline reports that tools never blocks.
+func (*Tools) RunsInline() bool { return true }
+
+// RunsInline reports that budget never blocks (a short mutex hold).
+func (*Budget) RunsInline() bool { return true }
+
+// RunsInline reports that models never blocks.
+func (*Models) RunsInline() bool { return true }
+
+// RunsInline reports that cel never blocks (evaluation is cost-limited).
+func (*CEL) RunsInline() bool { return true }

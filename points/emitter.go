@@ -418,6 +418,9 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 	if cs, ok := b.Interceptor.(ContextSharer); !ok || !cs.SharesContext() {
 		c.raw = bytes.Clone(raw)
 	}
+	if ir, ok := b.Interceptor.(InlineRunner); ok && ir.RunsInline() {
+		return e.callInline(ctx, b, c, timeout)
+	}
 	type answer struct {
 		v   Verdict
 		err error
@@ -443,24 +446,11 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		if a.pan {
 			return hostError(ReasonInterceptorFailed, "interceptor panicked")
 		}
-		if a.err != nil {
-			var ve *VerdictError
-			if errors.As(a.err, &ve) {
-				return hostError(ve.Reason, "")
-			}
-			if errors.Is(a.err, context.DeadlineExceeded) && cctx.Err() != nil && ctx.Err() == nil {
-				return hostError(ReasonInterceptorTimeout, "")
-			}
+		if a.err != nil && errors.Is(a.err, context.DeadlineExceeded) && (cctx.Err() == nil || ctx.Err() != nil) {
+			// A deadline of the interceptor's own, or the caller's: not ours.
 			return hostError(ReasonInterceptorFailed, fmt.Sprintf("interceptor returned %T", a.err))
 		}
-		if err := a.v.Validate(); err != nil {
-			var ve *VerdictError
-			if errors.As(err, &ve) {
-				return hostError(ve.Reason, "")
-			}
-			return hostError(ReasonVerdictInvalid, "")
-		}
-		return a.v
+		return e.mapAnswer(a.v, a.err)
 	case <-cctx.Done():
 		if ctx.Err() != nil {
 			// The caller went away (client disconnect, shutdown).
@@ -468,6 +458,49 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		}
 		return hostError(ReasonInterceptorTimeout, "")
 	}
+}
+
+// callInline runs a bounded, non-blocking interceptor on this goroutine
+// (InlineRunner), with the same failure mapping as a goroutine call.
+func (e *Emitter) callInline(ctx context.Context, b Binding, c *Context, timeout time.Duration) (v Verdict) {
+	if ctx.Err() != nil {
+		return hostError(ReasonInterceptorFailed, "cancelled")
+	}
+	start := time.Now()
+	defer func() {
+		if r := recover(); r != nil {
+			v = hostError(ReasonInterceptorFailed, "interceptor panicked")
+			return
+		}
+		if timeout > 0 && time.Since(start) > timeout {
+			v = hostError(ReasonInterceptorTimeout, "")
+		}
+	}()
+	got, err := b.Interceptor.Intercept(ctx, c)
+	return e.mapAnswer(got, err)
+}
+
+// mapAnswer maps an interceptor's return to its verdict or the substituted
+// host error (§6.3).
+func (e *Emitter) mapAnswer(v Verdict, err error) Verdict {
+	if err != nil {
+		var ve *VerdictError
+		if errors.As(err, &ve) {
+			return hostError(ve.Reason, "")
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return hostError(ReasonInterceptorTimeout, "")
+		}
+		return hostError(ReasonInterceptorFailed, fmt.Sprintf("interceptor returned %T", err))
+	}
+	if err := v.Validate(); err != nil {
+		var ve *VerdictError
+		if errors.As(err, &ve) {
+			return hostError(ve.Reason, "")
+		}
+		return hostError(ReasonVerdictInvalid, "")
+	}
+	return v
 }
 
 func isSynthesized(v Verdict) bool { return IsHostError(v.Reason) }

@@ -265,3 +265,42 @@ func TestRecordEchoesEnvelope(t *testing.T) {
 		t.Fatalf("EmitContext facts: %+v", res2.Record)
 	}
 }
+
+type inlineFunc func(ctx context.Context, c *Context) (Verdict, error)
+
+func (f inlineFunc) Intercept(ctx context.Context, c *Context) (Verdict, error) { return f(ctx, c) }
+func (inlineFunc) RunsInline() bool                                             { return true }
+func (inlineFunc) SharesContext() bool                                          { return true }
+
+func TestInlineInterceptorFailures(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ic      inlineFunc
+		timeout time.Duration
+		ctx     func() context.Context
+		want    Reason
+	}{
+		"allow":   {ic: func(context.Context, *Context) (Verdict, error) { return Allow(), nil }, want: ""},
+		"panic":   {ic: func(context.Context, *Context) (Verdict, error) { panic("x") }, want: ReasonInterceptorFailed},
+		"error":   {ic: func(context.Context, *Context) (Verdict, error) { return Verdict{}, errors.New("x") }, want: ReasonInterceptorFailed},
+		"invalid": {ic: func(context.Context, *Context) (Verdict, error) { return Verdict{Decision: "warn"}, nil }, want: ReasonVerdictInvalid},
+		"overrun": {ic: func(context.Context, *Context) (Verdict, error) {
+			time.Sleep(30 * time.Millisecond)
+			return Allow(), nil
+		},
+			timeout: 5 * time.Millisecond, want: ReasonInterceptorTimeout},
+		"cancelled": {ic: func(context.Context, *Context) (Verdict, error) { return Allow(), nil }, want: ReasonInterceptorFailed,
+			ctx: func() context.Context { c, cancel := context.WithCancel(context.Background()); cancel(); return c }},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "i", Interceptor: tc.ic, Timeout: tc.timeout}}})
+			ctx := context.Background()
+			if tc.ctx != nil {
+				ctx = tc.ctx()
+			}
+			res := e.Emit(ctx, testSession(), OutputEvent(json.RawMessage(`"x"`)))
+			if res.Verdict.Reason != tc.want {
+				t.Fatalf("reason %q, want %q", res.Verdict.Reason, tc.want)
+			}
+		})
+	}
+}

@@ -26,6 +26,16 @@ type ContextSharer interface {
 	SharesContext() bool
 }
 
+// InlineRunner is implemented by interceptors whose work is bounded CPU
+// work that never blocks (no I/O, no waiting). The emitter calls them on
+// the emitting goroutine instead of a fresh one, which saves a goroutine
+// hand-off per call; a synchronous interceptor cannot be preempted anyway,
+// so the timeout is enforced after the fact: an overrun is still
+// host_error:interceptor_timeout.
+type InlineRunner interface {
+	RunsInline() bool
+}
+
 // InterceptorFunc adapts a function to Interceptor.
 type InterceptorFunc func(ctx context.Context, c *Context) (Verdict, error)
 
