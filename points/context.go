@@ -404,9 +404,9 @@ func isNonNegInt(raw string) bool {
 
 func closed(obj envMembers, path string, allowed ...string) error {
 next:
-	for k := range obj {
+	for _, m := range obj {
 		for _, a := range allowed {
-			if k == a {
+			if m.key == a {
 				continue next
 			}
 		}
@@ -591,16 +591,25 @@ func jsonEqual(a, b string) bool {
 	return JSONValueEqual(x, y)
 }
 
-// envMembers indexes an object's top-level members; Get resolves a dotted
-// path by its first segment, then within that member only.
-type envMembers map[string]gjson.Result
+// envMembers indexes an object's members once (a short slice: contexts
+// have a dozen members, and a linear look-up beats a map allocation); Get
+// resolves a dotted path by its first segment, then within that member.
+type envMembers []envMember
+
+type envMember struct {
+	key string
+	val gjson.Result
+}
 
 func envTopLevel(obj gjson.Result) envMembers {
-	m := make(envMembers, 16)
+	m := make(envMembers, 0, 16)
 	obj.ForEach(func(k, v gjson.Result) bool {
-		if _, dup := m[k.Str]; !dup {
-			m[k.Str] = v
+		for _, x := range m {
+			if x.key == k.Str {
+				return true // first wins, as gjson reads it; duplicates are refused elsewhere
+			}
 		}
+		m = append(m, envMember{k.Str, v})
 		return true
 	})
 	return m
@@ -609,12 +618,13 @@ func envTopLevel(obj gjson.Result) envMembers {
 // Get returns the member at path ("a" or "a.b.c").
 func (t envMembers) Get(path string) gjson.Result {
 	head, rest, nested := strings.Cut(path, ".")
-	v, ok := t[head]
-	if !ok {
-		return gjson.Result{}
+	for _, x := range t {
+		if x.key == head {
+			if !nested {
+				return x.val
+			}
+			return x.val.Get(rest)
+		}
 	}
-	if !nested {
-		return v
-	}
-	return v.Get(rest)
+	return gjson.Result{}
 }
