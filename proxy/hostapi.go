@@ -119,20 +119,18 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.sessions.release(sess, s.opts.Now())
 	cid := chi.URLParam(r, "cid")
-	sess.mu.Lock()
-	if tc := sess.tools[cid]; tc != nil && tc.preDone && tc.name != name.Str {
-		sess.mu.Unlock()
-		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for another tool", "tool_call_conflict")
+	out, res, existing := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
+	if existing && (out.name != name.Str || (!sameJSON(out.reqArgs, argsRaw) && !sameJSON(out.args, argsRaw))) {
+		// The remembered verdict covers that call only, not a different one.
+		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
 		return
 	}
-	sess.mu.Unlock()
-	tc, res := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
 	s.sessions.link(sess, []string{cid})
-	if !tc.proceed {
-		s.toolSeamBlocked(w, r, em, sess, res, tc.control)
+	if !out.proceed {
+		s.toolSeamBlocked(w, r, em, sess, res, out.control)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": json.RawMessage(tc.args)})
+	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": json.RawMessage(out.args)})
 }
 
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
@@ -149,10 +147,10 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	cid := chi.URLParam(r, "cid")
 	value := []byte(orNull(body.Get("result").Raw))
 	isErr := body.Get("is_error").Bool()
-	tc, res, ran := s.postTool(r.Context(), em, sess, cid, value, isErr)
+	res, ran, already := s.postTool(r.Context(), em, sess, cid, value, isErr)
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
-		if tc != nil && tc.postDone {
+		if already {
 			msg = "post_tool_call already ran for this id"
 		}
 		writeError(w, http.StatusConflict, "invalid_request_error", msg, "tool_call_state")
@@ -222,3 +220,19 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 
 // AdminOnly exposes the admin guard for routes mounted by other packages.
 func (s *Server) AdminOnly(next http.Handler) http.Handler { return s.adminOnly(next) }
+
+// sameJSON compares two JSON texts by value.
+func sameJSON(a, b []byte) bool {
+	if string(a) == string(b) {
+		return true
+	}
+	da := json.NewDecoder(strings.NewReader(string(a)))
+	da.UseNumber()
+	db := json.NewDecoder(strings.NewReader(string(b)))
+	db.UseNumber()
+	var x, y any
+	if da.Decode(&x) != nil || db.Decode(&y) != nil {
+		return false
+	}
+	return points.JSONValueEqual(x, y)
+}

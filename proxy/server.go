@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -237,7 +238,7 @@ func (s *Server) routes() chi.Router {
 		}
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if s.prefixPassthrough(r.URL.Path) {
+		if s.prefixPassthrough(r) {
 			s.passthrough(w, r)
 			return
 		}
@@ -251,12 +252,32 @@ func (s *Server) routes() chi.Router {
 }
 
 // prefixPassthrough reports whether path falls under a passthrough entry
-// written as a prefix ("/v1/files*").
-func (s *Server) prefixPassthrough(path string) bool {
-	for _, p := range s.opts.Passthrough {
-		if pre, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(path, "/"+strings.TrimLeft(pre, "/")) {
+// written as a prefix ("/v1/files*"). Paths that are not clean (dot
+// segments, encoded dots or slashes) never match: an upstream that
+// normalises them could otherwise reach a mediated path unmediated.
+func (s *Server) prefixPassthrough(r *http.Request) bool {
+	p := r.URL.Path
+	if !cleanPath(r) {
+		return false
+	}
+	for _, e := range s.opts.Passthrough {
+		pre, ok := strings.CutSuffix(e, "*")
+		if !ok {
+			continue
+		}
+		pre = "/" + strings.TrimLeft(pre, "/")
+		if strings.HasPrefix(p, pre) && (strings.HasSuffix(pre, "/") || len(p) == len(pre) || p[len(pre)] == '/') {
 			return true
 		}
 	}
 	return false
+}
+
+// cleanPath reports whether the request path is already canonical.
+func cleanPath(r *http.Request) bool {
+	if path.Clean(r.URL.Path) != r.URL.Path && path.Clean(r.URL.Path)+"/" != r.URL.Path {
+		return false
+	}
+	raw := strings.ToLower(r.URL.RawPath)
+	return !strings.Contains(raw, "%2e") && !strings.Contains(raw, "%2f") && !strings.Contains(raw, "%5c") && !strings.Contains(r.URL.Path, "\\")
 }

@@ -30,6 +30,10 @@ type toolCall struct {
 	// replayed to the model only.
 	withheld []string
 	rawArgs  string
+	// ready is closed once the pre outcome is known; reqArgs are the
+	// arguments the first pre was asked about.
+	ready   chan struct{}
+	reqArgs []byte
 }
 
 // controlError is the spec's control error handed to the model instead of a
@@ -54,63 +58,90 @@ func (s *Server) terminates(res points.Result) bool {
 	return res.HostError() && s.opts.ToolSeamHostError == "terminate"
 }
 
-// preTool runs pre_tool_call once for id (or returns the remembered outcome).
-func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session, id, name string, args []byte) (*toolCall, *points.Result) {
+// preOutcome is a pre_tool_call outcome copied out under the session lock.
+type preOutcome struct {
+	name    string
+	proceed bool
+	args    []byte
+	control json.RawMessage
+	reqArgs []byte
+}
+
+// preTool runs pre_tool_call once for id. A call for an id that already
+// had (or is having) its pre waits for that outcome and reports existing:
+// exactly one emission per id, even under concurrent callers.
+func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session, id, name string, args []byte) (out preOutcome, res *points.Result, existing bool) {
 	sess.mu.Lock()
-	tc := sess.tools[id]
-	if tc != nil && tc.preDone {
+	if tc := sess.tools[id]; tc != nil {
+		ready := tc.ready
 		sess.mu.Unlock()
-		return tc, nil
+		if ready != nil {
+			select {
+			case <-ready:
+			case <-ctx.Done():
+				return preOutcome{name: name, control: controlError(points.PreToolCall, points.Deny("cancelled", ""))}, nil, true
+			}
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		return tc.outcome(), nil, true
 	}
-	if tc == nil {
-		tc = &toolCall{name: name}
-		sess.tools[id] = tc
-	}
+	tc := &toolCall{name: name, ready: make(chan struct{}), reqArgs: args}
+	sess.tools[id] = tc
 	sess.mu.Unlock()
-	res := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
+	r := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	tc.preDone = true
-	tc.proceed = res.Proceed
-	if res.Proceed {
-		tc.args = []byte(res.Target().Raw)
-		if !res.Transformed {
-			tc.args = args
+	tc.proceed = r.Proceed
+	if r.Proceed {
+		tc.args = args
+		if r.Transformed {
+			tc.args = []byte(r.Target().Raw)
 		}
 	} else {
-		tc.control = controlError(points.PreToolCall, res.Verdict)
+		tc.control = controlError(points.PreToolCall, r.Verdict)
 	}
-	return tc, &res
+	close(tc.ready)
+	return tc.outcome(), &r, false
 }
 
-// postTool runs post_tool_call once for id with the tool's result.
-func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool) (*toolCall, *points.Result, bool) {
+// outcome copies the pre outcome; call with the session lock held.
+func (tc *toolCall) outcome() preOutcome {
+	return preOutcome{name: tc.name, proceed: tc.proceed, args: tc.args, control: tc.control, reqArgs: tc.reqArgs}
+}
+
+// postTool runs post_tool_call once for id with the tool's result. ran is
+// false when no permitted pre precedes it or its post already ran
+// (already tells which).
+func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool) (res *points.Result, ran, already bool) {
 	sess.mu.Lock()
 	tc := sess.tools[id]
 	if tc == nil || !tc.preDone || !tc.proceed || tc.postDone {
+		already = tc != nil && tc.postDone
 		sess.mu.Unlock()
-		return tc, nil, false
+		return nil, false, already
 	}
 	tc.postDone = true
 	name, args := tc.name, tc.args
 	sess.mu.Unlock()
-	res := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
+	r := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	switch {
-	case !res.Proceed:
+	case !r.Proceed:
 		// §6.1: the result is not incorporated; the model gets the control error.
-		c := string(controlError(points.PostToolCall, res.Verdict))
+		c := string(controlError(points.PostToolCall, r.Verdict))
 		tc.result = &c
-	case res.Transformed:
-		t := res.Target()
+	case r.Transformed:
+		t := r.Target()
 		c := t.Raw
 		if t.Type == gjson.String {
 			c = t.Str
 		}
 		tc.result = &c
 	}
-	return tc, &res, true
+	return &r, true, false
 }
 
 // releaseCalls runs the transparent seam over a permitted response's tool
@@ -128,20 +159,26 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		id := c.Get("id").Str
 		name := c.Get("function.name").Str
 		argsStr := c.Get("function.arguments").Str
-		tc, res := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		if existing {
+			// A model response reusing an id this session already judged:
+			// its old verdict must not cover a new call. Fail closed.
+			r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool call id reused by the model")
+			return nil, 0, nil, &r
+		}
 		if res != nil && !res.Proceed && s.terminates(*res) {
 			return nil, 0, nil, res
 		}
-		if !tc.proceed {
+		if !out.proceed {
 			sess.mu.Lock()
-			tc.rawArgs = argsStr
+			sess.tools[id].rawArgs = argsStr
 			sess.mu.Unlock()
 			withheld = append(withheld, id)
 			changed = true
 			continue
 		}
 		if res != nil && res.Transformed {
-			newArgs[len(kept)] = tc.args
+			newArgs[len(kept)] = out.args
 			changed = true
 		}
 		kept = append(kept, c)
@@ -199,7 +236,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 			}
 			id := m.Get("tool_call_id").Str
 			value := toolResultValue(m.Get("content"))
-			_, res, ran := s.postTool(ctx, em, sess, id, value, false)
+			res, ran, _ := s.postTool(ctx, em, sess, id, value, false)
 			if ran && !res.Proceed && s.terminates(*res) {
 				first = res
 				return false

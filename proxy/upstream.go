@@ -79,6 +79,10 @@ func copyHeaders(dst, src http.Header) {
 // passthrough forwards a configured path unchanged (still without hop-by-hop
 // headers, with the configured key), streaming the answer back.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	if !cleanPath(r) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "path is not canonical; refused so nothing reaches the model unmediated", "not_found")
+		return
+	}
 	var body []byte
 	if r.Body != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
 		b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes))
