@@ -167,15 +167,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			// output: the turn's final answer.
-			content := gjson.Get(view(completion), "choices.0.message.content").Raw
-			res := em.Emit(ctx, sess.ps, points.OutputEvent([]byte(orNull(content))))
+			res := em.Emit(ctx, sess.ps, points.OutputEvent(answerText(completion)))
 			if !res.Proceed {
 				rn.blocked(res)
 				return
 			}
 			if res.Transformed {
 				var err error
-				if completion, err = sjson.SetRawBytes(completion, "choices.0.message.content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
+				if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
 					rn.failClosed(points.OutputEvent(nil), "output write-back failed")
 					return
 				}
@@ -304,6 +303,19 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		return turn{}, false
 	}
 
+	// Legacy function calls would bypass the tool seam: fail closed.
+	if fc := gjson.Get(view(t.completion), "choices.0.message.function_call"); fc.Exists() && fc.Type != gjson.Null {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
+		return turn{}, false
+	}
+	// Members no point judges never reach the client.
+	var stripped bool
+	if t.completion, stripped, err = stripUnjudged(t.completion); err != nil {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response members could not be removed"))
+		return turn{}, false
+	}
+	t.modified = stripped
+
 	// post_model_call.
 	respModel := gjson.GetBytes(t.completion, "model").Str
 	if respModel == "" {
@@ -336,6 +348,15 @@ func (rn *run) release(t turn, body, completion []byte, modified bool) {
 	w := rn.w
 	var rendered []byte
 	var err error
+	if modified {
+		// Token log-probabilities carry the original text, not the verdicted one.
+		if lp := gjson.Get(view(completion), "choices.0.logprobs"); lp.Exists() && lp.Type != gjson.Null {
+			if completion, err = sjson.SetRawBytes(completion, "choices.0.logprobs", []byte("null")); err != nil {
+				rn.failClosed(t.post, "logprobs could not be removed")
+				return
+			}
+		}
+	}
 	if t.held != nil && modified {
 		if rendered, err = t.held.render(completion, gjson.Get(view(body), "stream_options.include_usage").Bool()); err != nil {
 			rn.failClosed(t.post, "verdicted response could not be re-derived as a stream")
@@ -404,6 +425,11 @@ func checkChatRequest(body []byte) string {
 	}
 	if m := root.Get("model"); m.Exists() && m.Type != gjson.String {
 		return "'model' must be a string"
+	}
+	for _, k := range []string{"functions", "function_call"} {
+		if v := root.Get(k); v.Exists() && v.Type != gjson.Null {
+			return "'" + k + "' (legacy function calling) is not mediated; use 'tools', which every tool point governs"
+		}
 	}
 	if n := root.Get("n"); n.Exists() && n.Type != gjson.Null && n.Int() != 1 {
 		return "hooksproxy mediates one choice per request: 'n' must be 1"

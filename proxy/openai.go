@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -112,11 +113,7 @@ func compact(b []byte) []byte {
 func projectResponse(completion []byte) (response []byte, callIDs []string) {
 	msg := gjson.Get(view(completion), "choices.0.message")
 	out := []byte(`{"content":`)
-	if c := msg.Get("content"); c.Exists() {
-		out = append(out, c.Raw...)
-	} else {
-		out = append(out, "null"...)
-	}
+	out = append(out, answerText(completion)...)
 	out = append(out, `,"tool_calls":[`...)
 	n := 0
 	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
@@ -162,7 +159,7 @@ func usageMember(completion []byte) []byte {
 // chat.completion the client receives.
 func writeBackResponse(completion []byte, resp gjson.Result) ([]byte, error) {
 	var err error
-	if completion, err = sjson.SetRawBytes(completion, "choices.0.message.content", []byte(orNull(resp.Get("content").Raw))); err != nil {
+	if completion, err = setAnswerText(completion, []byte(orNull(resp.Get("content").Raw))); err != nil {
 		return nil, err
 	}
 	if fr := resp.Get("finish_reason"); fr.Type == gjson.String {
@@ -233,3 +230,58 @@ func toolCallIDsIn(body []byte) []string {
 // writes a body or completion slice in place (sjson returns new slices), so
 // results stay valid.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// refusalAnswer reports whether the answer's text is its refusal: content
+// is null and refusal is a string. Points judge that text as the content.
+func refusalAnswer(completion []byte) bool {
+	msg := gjson.Get(view(completion), "choices.0.message")
+	c := msg.Get("content")
+	return (!c.Exists() || c.Type == gjson.Null) && msg.Get("refusal").Type == gjson.String
+}
+
+// answerText is the text the points judge: content, or the refusal when
+// the model refused.
+func answerText(completion []byte) []byte {
+	if refusalAnswer(completion) {
+		return []byte(gjson.Get(view(completion), "choices.0.message.refusal").Raw)
+	}
+	return []byte(orNull(gjson.Get(view(completion), "choices.0.message.content").Raw))
+}
+
+// setAnswerText writes a verdicted text back where answerText read it.
+func setAnswerText(completion, text []byte) ([]byte, error) {
+	if refusalAnswer(completion) {
+		return sjson.SetRawBytes(completion, "choices.0.message.refusal", text)
+	}
+	return sjson.SetRawBytes(completion, "choices.0.message.content", text)
+}
+
+// judgedMembers are the message members the points see; anything else a
+// model returns (reasoning text, audio, annotations) would reach the client
+// unjudged, so it is removed before release.
+var judgedMembers = map[string]bool{"role": true, "content": true, "tool_calls": true, "refusal": true}
+
+// stripUnjudged removes message members no point judged; changed reports
+// whether it removed any (the stream must then be re-derived).
+func stripUnjudged(completion []byte) ([]byte, bool, error) {
+	var drop []string
+	refusal := refusalAnswer(completion)
+	gjson.Get(view(completion), "choices.0.message").ForEach(func(k, v gjson.Result) bool {
+		// A refusal is judged only when it is the answer (content null).
+		if (!judgedMembers[k.Str] || (k.Str == "refusal" && !refusal)) && v.Type != gjson.Null {
+			drop = append(drop, k.Str)
+		}
+		return true
+	})
+	if len(drop) == 0 {
+		return completion, false, nil
+	}
+	esc := strings.NewReplacer(".", `\.`, "*", `\*`, "?", `\?`, "|", `\|`, "#", `\#`, "@", `\@`)
+	var err error
+	for _, k := range drop {
+		if completion, err = sjson.DeleteBytes(completion, "choices.0.message."+esc.Replace(k)); err != nil {
+			return nil, false, err
+		}
+	}
+	return completion, true, nil
+}

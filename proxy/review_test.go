@@ -1,0 +1,226 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+func oneCall(id, name string) string {
+	return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"` + id + `","type":"function","function":{"name":"` + name + `","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+}
+
+// R1: a tool-call id the session has seen before skips pre_tool_call.
+func TestReviewReusedToolCallIDBypassesPreToolCall(t *testing.T) {
+	up, _ := seqUpstream(t, oneCall("call_0", "search"), plainCompletion, oneCall("call_0", "delete_files"))
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	sid := "X-Agent-Hooks-Session"
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"find"}]}`, sid, "s1")
+	if !strings.Contains(string(b), "search") {
+		t.Fatalf("turn1 %s", b)
+	}
+	_, b = post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"find"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"search","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_0","content":"r"}]}`, sid, "s1")
+	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"now delete"}]}`, sid, "s1")
+	if strings.Contains(string(b), "delete_files") {
+		t.Fatalf("denied tool released: status %d body %s; pre_tool_call count=%d", resp.StatusCode, b, count(p.sink, points.PreToolCall))
+	}
+}
+
+// R2: legacy function_call in a response never reaches pre_tool_call.
+func TestReviewLegacyFunctionCallBypass(t *testing.T) {
+	fc := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"function_call":{"name":"delete_files","arguments":"{\"path\":\"/\"}"}},"finish_reason":"function_call"}]}`
+	up, _ := seqUpstream(t, fc)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	resp, b := post(t, p.URL, `{"model":"m","functions":[{"name":"delete_files","parameters":{"type":"object"}}],"messages":[{"role":"user","content":"rm"}]}`)
+	if resp.StatusCode == 200 && strings.Contains(string(b), "delete_files") {
+		t.Fatalf("denied tool released via function_call: %s; pre_tool_call=%d", b, count(p.sink, points.PreToolCall))
+	}
+}
+
+// R3: an output deny on "secret" misses reasoning_content / refusal.
+func TestReviewUnjudgedMessageMembers(t *testing.T) {
+	for _, member := range []string{`"reasoning_content":"the secret is 42"`, `"refusal":"the secret is 42"`} {
+		c := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"ok",` + member + `},"finish_reason":"stop"}]}`
+		up, _ := seqUpstream(t, c)
+		deny := points.Binding{Name: "secret", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+			if strings.Contains(strings.ToLower(c.Get("target").Raw), "secret") {
+				return points.Deny("secret_in_output", ""), nil
+			}
+			return points.Allow(), nil
+		})}
+		p := newProxy(t, up.URL, deny)
+		resp, b := post(t, p.URL, hello)
+		if strings.Contains(string(b), "secret is 42") {
+			t.Errorf("%s: status %d, unjudged secret released: %s", member, resp.StatusCode, b)
+		}
+	}
+}
+
+// R3b: a redacting transform at post_model_call leaves the secret in logprobs.
+func TestReviewRedactLeavesLogprobs(t *testing.T) {
+	c := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"key sk-ABC"},"logprobs":{"content":[{"token":"key","logprob":0,"bytes":null,"top_logprobs":[]},{"token":" sk-ABC","logprob":0,"bytes":null,"top_logprobs":[]}]},"finish_reason":"stop"}]}`
+	up, _ := seqUpstream(t, c)
+	red := points.Binding{Name: "redact", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PostModelCall && strings.Contains(c.Get("target.content").Str, "sk-ABC") {
+			return points.Replace("$target.content", []byte(`"key [REDACTED]"`)), nil
+		}
+		return points.Allow(), nil
+	})}
+	p := newProxy(t, up.URL, red)
+	resp, b := post(t, p.URL, `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"Hi"}]}`)
+	t.Logf("%d %s", resp.StatusCode, b); if strings.Contains(string(b), "sk-ABC") {
+		t.Fatalf("status %d: redacted secret still released in logprobs: %s", resp.StatusCode, b)
+	}
+}
+
+// R4: a second request on a new named session runs before agent_startup is decided.
+func TestReviewConcurrentStartupDenyRace(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	startup := at(points.AgentStartup, "slow-deny", func(c *points.Context) (points.Verdict, error) {
+		entered <- struct{}{}
+		<-release
+		return points.Deny("startup_denied", ""), nil
+	})
+	p := newProxy(t, up.URL, startup, allowAll(points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); post(t, p.URL, hello, "X-Agent-Hooks-Session", "race") }()
+	<-entered
+	resp, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "race")
+	close(release)
+	wg.Wait()
+	if resp.StatusCode == 200 || len(got()) > 0 {
+		t.Fatalf("second request served before startup verdict: %d %s; upstream calls=%d; points=%v", resp.StatusCode, b, len(got()), points_(p.sink))
+	}
+}
+
+// R5: /end during an in-flight request: points follow agent_shutdown.
+func TestReviewEndDuringInflight(t *testing.T) {
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-gate
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(plainCompletion))
+	}))
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL, allowAll())
+	done := make(chan struct{})
+	go func() { defer close(done); post(t, p.URL, hello, "X-Agent-Hooks-Session", "e1") }()
+	<-entered
+	r, _ := http.Post(p.URL+"/agent-hooks/v1/sessions/e1/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+	r.Body.Close()
+	close(gate)
+	<-done
+	pts := points_(p.sink)
+	if pts[len(pts)-1] != "agent_shutdown" {
+		t.Fatalf("points after agent_shutdown: %v", pts)
+	}
+}
+
+// R6: 403 answers without X-Should-Retry / agent_hooks.
+func TestReviewToolCallsDeniedHeader(t *testing.T) {
+	up, _ := seqUpstream(t, oneCall("call_x", "delete_files"))
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"rm"}]}`)
+	if resp.StatusCode != 403 || resp.Header.Get("X-Should-Retry") != "false" || !gjson.GetBytes(b, "error.agent_hooks").Exists() {
+		t.Fatalf("status %d X-Should-Retry=%q body %s", resp.StatusCode, resp.Header.Get("X-Should-Retry"), b)
+	}
+}
+
+// R7: prefix passthrough forwards dot segments to upstream.
+func TestReviewPrefixPassthroughDotSegments(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.RequestURI)
+		mu.Unlock()
+		w.WriteHeader(200)
+	}))
+	t.Cleanup(up.Close)
+	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/files*"}})
+	hs := httptest.NewServer(s)
+	t.Cleanup(hs.Close)
+	for _, p := range []string{"/v1/files/../chat/completions", "/v1/files/%2e%2e/chat/completions", "/v1/filesXYZ"} {
+		req, _ := http.NewRequest("POST", hs.URL+p, strings.NewReader(hello))
+		req.URL.Opaque = "" 
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("upstream saw: %q", paths)
+	for _, p := range paths {
+		if strings.Contains(p, "..") || strings.Contains(strings.ToLower(p), "%2e%2e") {
+			t.Errorf("dot segments forwarded unmediated: %s", p)
+		}
+	}
+}
+
+// R8: two concurrent host-API pre calls for one id: two pre_tool_call emissions (and a data race).
+func TestReviewConcurrentHostPreSameID(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	gate := make(chan struct{})
+	var n sync.WaitGroup
+	n.Add(2)
+	slow := at(points.PreToolCall, "slow", func(c *points.Context) (points.Verdict, error) {
+		n.Done()
+		<-gate
+		return points.Allow(), nil
+	})
+	p := seamProxy(t, up.URL, slow, allowAll(points.AgentStartup, points.AgentShutdown))
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := http.Post(p.URL+"/agent-hooks/v1/sessions/h1/tool-calls/c1/pre", "application/json", strings.NewReader(`{"name":"search","args":{}}`))
+			if err == nil {
+				r.Body.Close()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { n.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+	close(gate)
+	wg.Wait()
+	if c := count(p.sink, points.PreToolCall); c != 1 {
+		t.Fatalf("pre_tool_call emitted %d times for one id", c)
+	}
+}
+
+// R1b: tool calls without ids in one response: the second shares key "" and skips pre_tool_call.
+func TestReviewMissingIDsBypass(t *testing.T) {
+	c := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"type":"function","function":{"name":"search","arguments":"{}"}},` +
+		`{"type":"function","function":{"name":"delete_files","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	up, _ := seqUpstream(t, c)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"}]}`); t.Logf("%d %s %v", resp.StatusCode, b, points_(p.sink))
+	if strings.Contains(string(b), "delete_files") {
+		t.Fatalf("status %d denied tool released: %s (pre_tool_call=%d)", resp.StatusCode, b, count(p.sink, points.PreToolCall))
+	}
+}
