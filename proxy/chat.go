@@ -77,11 +77,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
 
+	if !created && !s.awaitStartup(ctx, sess) {
+		return // the client went away while the session was starting
+	}
 	sess.mu.Lock()
 	blocked := sess.blocked
 	sess.mu.Unlock()
 	if blocked {
 		// §6.1a: after a startup deny only agent_shutdown may follow.
+		w.Header().Set("X-Should-Retry", "false")
 		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
 		return
 	}
@@ -95,6 +99,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			sess.blocked = true
 		}
 		sess.mu.Unlock()
+		close(sess.startDone)
 		if !res.Proceed {
 			writeBlocked(w, res)
 			if s.sessions.end(sess) {
@@ -144,7 +149,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 			s.sessions.link(sess, ids)
 			if s.opts.TransparentToolSeam {
-				out, kept, withheld, halt := s.releaseCalls(ctx, em, sess, completion)
+				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion)
 				if halt != nil {
 					rn.blocked(*halt)
 					return
@@ -153,6 +158,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 					// Every call was denied: ask the model again with the
 					// control errors, within the configured bound.
 					if turn >= s.opts.MaxAutoTurns {
+						if lastDeny != nil {
+							rn.blocked(*lastDeny)
+							return
+						}
+						w.Header().Set("X-Should-Retry", "false")
 						writeError(w, http.StatusForbidden, "agent_hooks_denied",
 							"every tool call the model asked for was denied, and the automatic continuation limit was reached", "tool_calls_denied")
 						rn.end("error", false)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"io"
@@ -50,11 +51,17 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, 
 	}
 	sid := chi.URLParam(r, "sid")
 	sess, created := s.sessions.get(sid, false, s.opts.Now())
+	if !created && !s.awaitStartup(r.Context(), sess) {
+		s.sessions.release(sess, s.opts.Now())
+		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "request cancelled while the session was starting", "cancelled")
+		return nil, nil, false
+	}
 	if created {
 		res := em.Emit(r.Context(), sess.ps, points.StartupEvent(nil))
 		sess.mu.Lock()
 		sess.started, sess.blocked = res.Proceed, !res.Proceed
 		sess.mu.Unlock()
+		close(sess.startDone)
 		if !res.Proceed {
 			s.sessions.release(sess, s.opts.Now())
 			writeBlocked(w, res)
@@ -184,12 +191,26 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	em := s.Emitter()
+	if em == nil {
+		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
+		return
+	}
 	sid := chi.URLParam(r, "sid")
 	s.sessions.mu.Lock()
 	sess := s.sessions.byID[sid]
 	s.sessions.mu.Unlock()
-	if sess == nil || !s.sessions.end(sess) {
+	if sess == nil {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
+		return
+	}
+	open, deferred := s.sessions.endLater(sess, reason)
+	if !open {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
+		return
+	}
+	if deferred {
+		// Requests are still running: agent_shutdown follows the last one.
+		writeJSON(w, http.StatusAccepted, map[string]any{"ended": true, "pending": true})
 		return
 	}
 	res := em.Emit(r.Context(), sess.ps, points.ShutdownEvent(reason))
@@ -235,4 +256,15 @@ func sameJSON(a, b []byte) bool {
 		return false
 	}
 	return points.JSONValueEqual(x, y)
+}
+
+// awaitStartup waits until the session's agent_startup has a verdict; false
+// when ctx ended first.
+func (s *Server) awaitStartup(ctx context.Context, sess *session) bool {
+	select {
+	case <-sess.startDone:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

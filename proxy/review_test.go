@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -78,7 +79,8 @@ func TestReviewRedactLeavesLogprobs(t *testing.T) {
 	})}
 	p := newProxy(t, up.URL, red)
 	resp, b := post(t, p.URL, `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"Hi"}]}`)
-	t.Logf("%d %s", resp.StatusCode, b); if strings.Contains(string(b), "sk-ABC") {
+	t.Logf("%d %s", resp.StatusCode, b)
+	if strings.Contains(string(b), "sk-ABC") {
 		t.Fatalf("status %d: redacted secret still released in logprobs: %s", resp.StatusCode, b)
 	}
 }
@@ -133,7 +135,11 @@ func TestReviewEndDuringInflight(t *testing.T) {
 
 // R6: 403 answers without X-Should-Retry / agent_hooks.
 func TestReviewToolCallsDeniedHeader(t *testing.T) {
-	up, _ := seqUpstream(t, oneCall("call_x", "delete_files"))
+	var answers []string
+	for i := 0; i < 12; i++ { // distinct ids: a reused id fails closed on its own
+		answers = append(answers, oneCall(fmt.Sprint("call_x", i), "delete_files"))
+	}
+	up, _ := seqUpstream(t, answers...)
 	p := seamProxy(t, up.URL, denyTool("delete_files"))
 	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"rm"}]}`)
 	if resp.StatusCode != 403 || resp.Header.Get("X-Should-Retry") != "false" || !gjson.GetBytes(b, "error.agent_hooks").Exists() {
@@ -159,7 +165,7 @@ func TestReviewPrefixPassthroughDotSegments(t *testing.T) {
 	t.Cleanup(hs.Close)
 	for _, p := range []string{"/v1/files/../chat/completions", "/v1/files/%2e%2e/chat/completions", "/v1/filesXYZ"} {
 		req, _ := http.NewRequest("POST", hs.URL+p, strings.NewReader(hello))
-		req.URL.Opaque = "" 
+		req.URL.Opaque = ""
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			resp.Body.Close()
@@ -219,7 +225,8 @@ func TestReviewMissingIDsBypass(t *testing.T) {
 		`{"type":"function","function":{"name":"delete_files","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
 	up, _ := seqUpstream(t, c)
 	p := seamProxy(t, up.URL, denyTool("delete_files"))
-	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"}]}`); t.Logf("%d %s %v", resp.StatusCode, b, points_(p.sink))
+	resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"}]}`)
+	t.Logf("%d %s %v", resp.StatusCode, b, points_(p.sink))
 	if strings.Contains(string(b), "delete_files") {
 		t.Fatalf("status %d denied tool released: %s (pre_tool_call=%d)", resp.StatusCode, b, count(p.sink, points.PreToolCall))
 	}

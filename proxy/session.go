@@ -23,6 +23,12 @@ type session struct {
 	callIDs    map[string]struct{} // tool-call ids this session has seen
 	tools      map[string]*toolCall
 	inFlight   int
+	// startDone is closed once agent_startup has a verdict; requests that
+	// join a session wait for it (§6.1a: nothing before startup).
+	startDone chan struct{}
+	// pendingEnd is the shutdown reason of an /end that arrived while
+	// requests were in flight; the last one to finish emits it.
+	pendingEnd string
 }
 
 func (s *session) touch(now time.Time) {
@@ -87,7 +93,7 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 	if agentID != "" {
 		agent.ID = agentID
 	}
-	s = &session{ps: points.NewSession(agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1}
+	s = &session{ps: points.NewSession(agent, id), headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
 	ss.byID[id] = s
 	var evict *session
 	if len(ss.byID) > ss.max {
@@ -109,7 +115,31 @@ func (ss *sessions) release(s *session, now time.Time) {
 	ss.mu.Lock()
 	s.inFlight--
 	s.lastActive = now
+	reason := ""
+	if s.inFlight == 0 && s.pendingEnd != "" {
+		reason, s.pendingEnd = s.pendingEnd, ""
+	}
 	ss.mu.Unlock()
+	if reason != "" {
+		ss.onEvict(s, reason)
+	}
+}
+
+// endLater ends s now, or (with requests in flight) as soon as the last one
+// finishes, so agent_shutdown stays the session's last point. It reports
+// whether s was open and whether the shutdown is still to come.
+func (ss *sessions) endLater(s *session, reason string) (open, deferred bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s.ended {
+		return false, false
+	}
+	ss.removeLocked(s)
+	if s.inFlight > 0 {
+		s.pendingEnd = reason
+		return true, true
+	}
+	return true, false
 }
 
 // byToolCall finds the open header-less run that issued one of ids.

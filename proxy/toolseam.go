@@ -149,9 +149,10 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 // calls withheld (remembered for splicing). It returns the rewritten
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
-func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte) ([]byte, int, []string, *points.Result) {
+func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte) ([]byte, int, []string, *points.Result, *points.Result) {
 	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
+	var lastDeny *points.Result
 	var keptIDs, withheld []string
 	changed := false
 	newArgs := map[int][]byte{}
@@ -164,12 +165,13 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 			// A model response reusing an id this session already judged:
 			// its old verdict must not cover a new call. Fail closed.
 			r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool call id reused by the model")
-			return nil, 0, nil, &r
+			return nil, 0, nil, &r, nil
 		}
 		if res != nil && !res.Proceed && s.terminates(*res) {
-			return nil, 0, nil, res
+			return nil, 0, nil, res, nil
 		}
 		if !out.proceed {
+			lastDeny = res
 			sess.mu.Lock()
 			sess.tools[id].rawArgs = argsStr
 			sess.mu.Unlock()
@@ -185,7 +187,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		keptIDs = append(keptIDs, id)
 	}
 	if !changed {
-		return completion, len(calls), nil, nil
+		return completion, len(calls), nil, nil, nil
 	}
 	if len(withheld) > 0 && len(keptIDs) > 0 {
 		sess.mu.Lock()
@@ -194,7 +196,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		sess.mu.Unlock()
 	}
 	if len(kept) == 0 {
-		return completion, 0, withheld, nil
+		return completion, 0, withheld, nil, lastDeny
 	}
 	arr := []byte{'['}
 	for i, c := range kept {
@@ -210,9 +212,10 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 	arr = append(arr, ']')
 	out, err := sjson.SetRawBytes(completion, "choices.0.message.tool_calls", arr)
 	if err != nil {
-		return completion, len(calls), nil, nil
+		r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool calls could not be rewritten")
+		return nil, 0, nil, &r, nil
 	}
-	return out, len(kept), withheld, nil
+	return out, len(kept), withheld, nil, lastDeny
 }
 
 // applyToolHistory prepares an agent's request before it goes upstream:
