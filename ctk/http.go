@@ -194,19 +194,11 @@ func (h *HTTP) Setup(s Setup) error {
 	}
 	h.session = fmt.Sprintf("%s-%d", id, h.runs)
 
-	var cfg points.Config
-	if s.HostDeclaration != nil {
-		c, posture, err := DeclarationConfig(s)
-		if err != nil {
-			return err
-		}
-		cfg, h.declared = c, posture
-	} else {
-		cfg = points.Config{
-			Mode: s.Mode, Composition: s.Composition, Identity: s.Identity,
-			Bindings: s.Bindings, Resolver: s.Resolver, Redactor: s.Redactor,
-		}
+	cfg, posture, err := emitterConfig(s)
+	if err != nil {
+		return err
 	}
+	h.declared = posture
 	replies, err := modelReplies(s.Scenario.ModelScript)
 	if err != nil {
 		return err

@@ -67,20 +67,11 @@ func (h *InProcess) Setup(s Setup) error {
 	h.setup = s
 	h.invoked = nil
 	h.sink = points.NewMemorySink(0)
-	var cfg points.Config
-	h.declared = ""
-	if s.HostDeclaration != nil {
-		c, posture, err := DeclarationConfig(s)
-		if err != nil {
-			return err
-		}
-		cfg, h.declared = c, posture
-	} else {
-		cfg = points.Config{
-			Mode: s.Mode, Composition: s.Composition, Identity: s.Identity,
-			Bindings: s.Bindings, Resolver: s.Resolver, Redactor: s.Redactor,
-		}
+	cfg, posture, err := emitterConfig(s)
+	if err != nil {
+		return err
 	}
+	h.declared = posture
 	cfg.Sink = h.sink
 	em, err := points.NewEmitter(cfg)
 	if err != nil {
@@ -345,4 +336,16 @@ func toolMessage(id string, content json.RawMessage) (json.RawMessage, error) {
 
 func appendMessage(messages, msg json.RawMessage) (json.RawMessage, error) {
 	return sjson.SetRawBytes(messages, "-1", msg)
+}
+
+// emitterConfig is the emitter configuration a setup asks for: from its host
+// declaration (with the declared posture) or from its explicit members.
+func emitterConfig(s Setup) (points.Config, string, error) {
+	if s.HostDeclaration != nil {
+		return DeclarationConfig(s)
+	}
+	return points.Config{
+		Mode: s.Mode, Composition: s.Composition, Identity: s.Identity,
+		Bindings: s.Bindings, Resolver: s.Resolver, Redactor: s.Redactor,
+	}, "", nil
 }
