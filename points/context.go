@@ -382,7 +382,7 @@ func validateEnvelope(raw []byte) error {
 		return err
 	}
 	// §4.3: target aliases the conditional member.
-	if !jsonEqual(root.Get("target").Raw, root.Get(p.Field()).Raw) {
+	if !JSONEqual(root.Get("target").Raw, root.Get(p.Field()).Raw) {
 		return envErr("target", "must equal "+p.Field())
 	}
 	return nil
@@ -570,10 +570,10 @@ func validateConditional(root envMembers, p Point) error {
 	return nil
 }
 
-// jsonEqual compares two JSON texts for value equality without decoding
-// into maps when the bytes already agree (the usual case: target is
-// rendered from the same bytes as its member).
-func jsonEqual(a, b string) bool {
+// JSONEqual compares two JSON texts for value equality (numbers by value,
+// members in any order) without decoding when the bytes already agree (the
+// usual case: target is rendered from the same bytes as its member).
+func JSONEqual(a, b string) bool {
 	if a == b {
 		return true
 	}
@@ -581,9 +581,9 @@ func jsonEqual(a, b string) bool {
 		return false
 	}
 	var x, y any
-	da := json.NewDecoder(stringsReader(a))
+	da := json.NewDecoder(strings.NewReader(a))
 	da.UseNumber()
-	db := json.NewDecoder(stringsReader(b))
+	db := json.NewDecoder(strings.NewReader(b))
 	db.UseNumber()
 	if da.Decode(&x) != nil || db.Decode(&y) != nil {
 		return false

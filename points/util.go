@@ -3,10 +3,7 @@ package points
 import (
 	"encoding/json"
 	"math/big"
-	"strings"
 )
-
-func stringsReader(s string) *strings.Reader { return strings.NewReader(s) }
 
 // JSONValueEqual compares JSON values decoded with UseNumber: numbers
 // compare by value (1 equals 1.0), objects ignore member order.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -171,7 +172,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 					body = continuation(body, completion, withheld, sess)
 					continue
 				}
-				if len(withheld) > 0 || !bytesEqual(out, completion) {
+				if len(withheld) > 0 || !bytes.Equal(out, completion) {
 					completion, modified = out, true
 				}
 			}
@@ -396,8 +397,6 @@ func (rn *run) release(t turn, body, completion []byte, modified bool) {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
 }
-
-func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 
 // failClosed answers a host-side failure after a permitted verdict (a
 // write-back that could not be applied) and records it.

@@ -127,7 +127,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.release(sess, s.opts.Now())
 	cid := chi.URLParam(r, "cid")
 	out, res, existing := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
-	if existing && (out.name != name.Str || (!sameJSON(out.reqArgs, argsRaw) && !sameJSON(out.args, argsRaw))) {
+	if existing && (out.name != name.Str || (!points.JSONEqual(string(out.reqArgs), string(argsRaw)) && !points.JSONEqual(string(out.args), string(argsRaw)))) {
 		// The remembered verdict covers that call only, not a different one.
 		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
 		return
@@ -241,22 +241,6 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 
 // AdminOnly exposes the admin guard for routes mounted by other packages.
 func (s *Server) AdminOnly(next http.Handler) http.Handler { return s.adminOnly(next) }
-
-// sameJSON compares two JSON texts by value.
-func sameJSON(a, b []byte) bool {
-	if string(a) == string(b) {
-		return true
-	}
-	da := json.NewDecoder(strings.NewReader(string(a)))
-	da.UseNumber()
-	db := json.NewDecoder(strings.NewReader(string(b)))
-	db.UseNumber()
-	var x, y any
-	if da.Decode(&x) != nil || db.Decode(&y) != nil {
-		return false
-	}
-	return points.JSONValueEqual(x, y)
-}
 
 // awaitStartup waits until the session's agent_startup has a verdict; false
 // when ctx ended first.
