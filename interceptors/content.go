@@ -140,21 +140,12 @@ func compileContent(config []byte) (*contentRules, error) {
 	lists := map[string][]patternConfig{actDeny: c.Deny, actRedact: c.Redact, actEscalate: c.Escalate, actWarn: c.Warn}
 	total := 0
 	for _, act := range []string{actDeny, actEscalate, actRedact, actWarn} {
-		reason := c.Reasons.get(act)
-		if err := checkReason(configRoot+".reasons."+act, reason); err != nil {
+		reason, err := pickReason(configRoot+".reasons."+act, c.Reasons.get(act), c.Reason, contentDefaultReason(act))
+		if err != nil {
 			return nil, err
 		}
-		if reason == "" {
-			reason = c.Reason
-		}
-		if reason == "" {
-			reason = contentDefaultReason(act)
-		}
 		cr.reasons[act] = reason
-		cr.messages[act] = c.Messages.get(act)
-		if cr.messages[act] == "" {
-			cr.messages[act] = c.Message
-		}
+		cr.messages[act] = firstNonEmpty(c.Messages.get(act), c.Message)
 		for i, pc := range lists[act] {
 			at := indexPath(configRoot+"."+act, i)
 			re, err := compileRegex(at, pc.expr)

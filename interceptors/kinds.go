@@ -233,6 +233,24 @@ func checkReason(path, reason string) error {
 	return nil
 }
 
+// pickReason resolves a verdict reason: the per-action one (checked at
+// path), else the kind-wide one, else the default.
+func pickReason(path, perAction, shared, def string) (string, error) {
+	if err := checkReason(path, perAction); err != nil {
+		return "", err
+	}
+	return firstNonEmpty(perAction, shared, def), nil
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
 // ctxErr reports cancellation of the call, wrapped for the emitter.
 func ctxErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {

@@ -185,21 +185,12 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		return nil, err
 	}
 	for o := toolEscalate; o <= toolDeny; o++ {
-		r := c.Reasons.get(o)
-		if err := checkReason(configRoot+".reasons."+toolOutcomeName(o), r); err != nil {
+		r, err := pickReason(configRoot+".reasons."+toolOutcomeName(o), c.Reasons.get(o), c.Reason, toolDefaultReason(o))
+		if err != nil {
 			return nil, err
 		}
-		if r == "" {
-			r = c.Reason
-		}
-		if r == "" {
-			r = toolDefaultReason(o)
-		}
 		t.reasons[o] = r
-		t.messages[o] = c.Messages.get(o)
-		if t.messages[o] == "" {
-			t.messages[o] = c.Message
-		}
+		t.messages[o] = firstNonEmpty(c.Messages.get(o), c.Message)
 	}
 	for i, ac := range c.Args {
 		at := indexPath(configRoot+".args", i)
