@@ -39,9 +39,9 @@ func IsProxy(target string) bool {
 	return target == Bare || target == AllowAll || target == Policy
 }
 
-// allowAllYAML passes everything: the cheapest hooksproxy configuration,
-// which still holds every response and runs every interception point.
-const allowAllYAML = `listen: 127.0.0.1:0
+// configHead is what both hooksproxy targets share: everything but the
+// bindings, which follow it.
+const configHead = `listen: 127.0.0.1:0
 upstream:
   base_url: %s
   timeout: 120s
@@ -54,7 +54,11 @@ hooks:
     identity_provider: jcs-sha256
     timeouts: {interceptor_ms: 5000}
   bindings:
-    - id: allow-all
+`
+
+// allowAllYAML passes everything: the cheapest hooksproxy configuration,
+// which still holds every response and runs every interception point.
+const allowAllYAML = configHead + `    - id: allow-all
       kind: hooksproxy.allow_all
 `
 
@@ -63,20 +67,7 @@ hooks:
 // budget on every point and a CEL model guard before the call. None of it
 // matches the benchmark's text, so every verdict is allow and the cost
 // measured is that of looking.
-const policyYAML = `listen: 127.0.0.1:0
-upstream:
-  base_url: %s
-  timeout: 120s
-agent: {id: bench-agent, framework: openai-compatible}
-hooks:
-  declaration: agent-hooks-declaration/1.0
-  configuration:
-    mode: enforce
-    composition: {profile: sequential/first_deny}
-    identity_provider: jcs-sha256
-    timeouts: {interceptor_ms: 5000}
-  bindings:
-    - id: model-guard
+const policyYAML = configHead + `    - id: model-guard
       kind: hooksproxy.cel
       at: [pre_model_call]
       config:
