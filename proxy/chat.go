@@ -141,7 +141,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		completion, modified := t.completion, t.modified
-		calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
+		calls := gjson.ParseBytes(t.view.toolCalls).Array()
 		final := len(calls) == 0
 		if !final {
 			ids := make([]string, 0, len(calls))
@@ -178,7 +178,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			// output: the turn's final answer.
-			res := em.Emit(ctx, sess.ps, points.OutputEvent(answerText(completion)))
+			res := em.Emit(ctx, sess.ps, points.OutputEvent(t.view.answerText()))
 			if !res.Proceed {
 				rn.blocked(res)
 				return
@@ -205,6 +205,7 @@ type turn struct {
 	resp       *http.Response
 	held       *heldStream
 	completion []byte
+	view       completionView // of completion
 	modified   bool
 	post       points.Event
 }
@@ -288,7 +289,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	} else {
 		t.completion, err = io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1))
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
-		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || !gjson.ValidBytes(t.completion) {
+		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
 				return turn{}, false
@@ -303,38 +304,39 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	} else {
 		s.opts.Metrics.BufferedResponseBytes(len(t.completion))
 	}
-	if u := gjson.GetBytes(t.completion, "usage"); u.IsObject() {
+	v := viewCompletion(t.completion)
+	if u := gjson.ParseBytes(v.usage); u.IsObject() {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
 	}
 
 	// Only choice 0 is judged, so a response with more choices fails closed
 	// rather than release an unjudged one.
-	if n := len(gjson.GetBytes(t.completion, "choices").Array()); n != 1 {
+	if v.nChoices != 1 {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response must carry exactly one choice"))
 		return turn{}, false
 	}
 
 	// Legacy function calls would bypass the tool seam: fail closed.
-	if fc := gjson.Get(view(t.completion), "choices.0.message.function_call"); fc.Exists() && fc.Type != gjson.Null {
+	if !isNull(v.fnCall) {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
 		return turn{}, false
 	}
 	// Members no point judges never reach the client.
 	var stripped bool
-	if t.completion, stripped, err = stripUnjudged(t.completion); err != nil {
+	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response members could not be removed"))
 		return turn{}, false
 	}
 	t.modified = stripped
 
 	// post_model_call.
-	respModel := gjson.GetBytes(t.completion, "model").Str
+	respModel := gjson.ParseBytes(v.model).Str
 	if respModel == "" {
 		respModel = model
 	}
-	response, _ := projectResponse(t.completion)
+	response, _ := v.projectResponse()
 	t.post = points.PostModelCallEvent(respModel, response).With("request_id", quoteJSON(reqID))
-	if u := usageMember(t.completion); u != nil {
+	if u := v.usageMember(); u != nil {
 		t.post = t.post.With("usage", u)
 	}
 	res = em.Emit(ctx, sess.ps, t.post)
@@ -348,7 +350,9 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			return turn{}, false
 		}
 		t.modified = true
+		v = viewCompletion(t.completion)
 	}
+	t.view = v
 	return t, true
 }
 

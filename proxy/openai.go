@@ -9,6 +9,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // projectMessages returns the request's messages as pre_model_call wants
@@ -108,15 +110,118 @@ func compact(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// completionView indexes the parts of a chat.completion the proxy reads,
+// in one walk: a 32 KB answer is skipped a few times instead of once per
+// gjson.Get. Raw slices share the completion's memory; a nil slice is an
+// absent member.
+type completionView struct {
+	model, choices, usage               []byte
+	nChoices                            int
+	finishReason, logprobs              []byte
+	message                             []byte
+	content, refusal, toolCalls, fnCall []byte
+	// unjudged lists the non-null message members no point sees.
+	unjudged []string
+}
+
+// viewCompletion indexes completion, which must be valid JSON.
+func viewCompletion(completion []byte) completionView {
+	var v completionView
+	points.ForEachMember(completion, func(name string, val []byte) bool {
+		switch name {
+		case "model":
+			v.model = firstOf(v.model, val)
+		case "choices":
+			v.choices = firstOf(v.choices, val)
+		case "usage":
+			v.usage = firstOf(v.usage, val)
+		}
+		return true
+	})
+	var choice0 []byte
+	points.ForEachElement(v.choices, func(el []byte) bool {
+		if v.nChoices == 0 {
+			choice0 = el
+		}
+		v.nChoices++
+		return true
+	})
+	points.ForEachMember(choice0, func(name string, val []byte) bool {
+		switch name {
+		case "message":
+			v.message = firstOf(v.message, val)
+		case "finish_reason":
+			v.finishReason = firstOf(v.finishReason, val)
+		case "logprobs":
+			v.logprobs = firstOf(v.logprobs, val)
+		}
+		return true
+	})
+	points.ForEachMember(v.message, func(name string, val []byte) bool {
+		switch name {
+		case "role":
+		case "content":
+			v.content = firstOf(v.content, val)
+		case "refusal":
+			v.refusal = firstOf(v.refusal, val)
+		case "tool_calls":
+			v.toolCalls = firstOf(v.toolCalls, val)
+		default:
+			if name == "function_call" {
+				v.fnCall = firstOf(v.fnCall, val)
+			}
+			if string(val) != "null" {
+				v.unjudged = append(v.unjudged, name)
+			}
+		}
+		return true
+	})
+	// A refusal is judged only when it is the answer (content null).
+	if !isNull(v.refusal) && !v.refusalAnswer() {
+		v.unjudged = append(v.unjudged, "refusal")
+	}
+	return v
+}
+
+// firstOf keeps the first occurrence of a member, as gjson reads it.
+func firstOf(have, val []byte) []byte {
+	if have != nil {
+		return have
+	}
+	return val
+}
+
+// isNull reports whether raw is absent or JSON null.
+func isNull(raw []byte) bool { return raw == nil || string(raw) == "null" }
+
+// refusalAnswer reports whether the answer's text is its refusal: content
+// is null and refusal is a string. Points judge that text as the content.
+func (v *completionView) refusalAnswer() bool {
+	return isNull(v.content) && len(v.refusal) > 0 && v.refusal[0] == '"'
+}
+
+// answerText is the text the points judge: content, or the refusal when
+// the model refused.
+func (v *completionView) answerText() []byte {
+	if v.refusalAnswer() {
+		return v.refusal
+	}
+	if v.content == nil {
+		return []byte("null")
+	}
+	return v.content
+}
+
 // projectResponse builds post_model_call's response member from a
 // chat.completion (choice 0): {content, tool_calls:[{id,name,args}], finish_reason}.
-func projectResponse(completion []byte) (response []byte, callIDs []string) {
-	msg := gjson.Get(view(completion), "choices.0.message")
-	out := []byte(`{"content":`)
-	out = append(out, answerText(completion)...)
+func (v *completionView) projectResponse() (response []byte, callIDs []string) {
+	text := v.answerText()
+	out := make([]byte, 0, len(text)+96)
+	out = append(out, `{"content":`...)
+	out = append(out, text...)
 	out = append(out, `,"tool_calls":[`...)
 	n := 0
-	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	gjson.ParseBytes(v.toolCalls).ForEach(func(_, tc gjson.Result) bool {
 		if n > 0 {
 			out = append(out, ',')
 		}
@@ -133,9 +238,8 @@ func projectResponse(completion []byte) (response []byte, callIDs []string) {
 		return true
 	})
 	out = append(out, `],"finish_reason":`...)
-	fr := gjson.Get(view(completion), "choices.0.finish_reason")
-	if fr.Type == gjson.String {
-		out = append(out, fr.Raw...)
+	if len(v.finishReason) > 0 && v.finishReason[0] == '"' {
+		out = append(out, v.finishReason...)
 	} else {
 		out = append(out, `"stop"`...)
 	}
@@ -143,8 +247,8 @@ func projectResponse(completion []byte) (response []byte, callIDs []string) {
 }
 
 // usageMember projects usage to {prompt_tokens, completion_tokens}.
-func usageMember(completion []byte) []byte {
-	u := gjson.Get(view(completion), "usage")
+func (v *completionView) usageMember() []byte {
+	u := gjson.ParseBytes(v.usage)
 	if !u.IsObject() {
 		return nil
 	}
@@ -231,57 +335,29 @@ func toolCallIDsIn(body []byte) []string {
 // results stay valid.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-// refusalAnswer reports whether the answer's text is its refusal: content
-// is null and refusal is a string. Points judge that text as the content.
-func refusalAnswer(completion []byte) bool {
-	msg := gjson.Get(view(completion), "choices.0.message")
-	c := msg.Get("content")
-	return (!c.Exists() || c.Type == gjson.Null) && msg.Get("refusal").Type == gjson.String
-}
-
-// answerText is the text the points judge: content, or the refusal when
-// the model refused.
-func answerText(completion []byte) []byte {
-	if refusalAnswer(completion) {
-		return []byte(gjson.Get(view(completion), "choices.0.message.refusal").Raw)
-	}
-	return []byte(orNull(gjson.Get(view(completion), "choices.0.message.content").Raw))
-}
-
 // setAnswerText writes a verdicted text back where answerText read it.
 func setAnswerText(completion, text []byte) ([]byte, error) {
-	if refusalAnswer(completion) {
+	v := viewCompletion(completion)
+	if v.refusalAnswer() {
 		return sjson.SetRawBytes(completion, "choices.0.message.refusal", text)
 	}
 	return sjson.SetRawBytes(completion, "choices.0.message.content", text)
 }
 
-// judgedMembers are the message members the points see; anything else a
-// model returns (reasoning text, audio, annotations) would reach the client
-// unjudged, so it is removed before release.
-var judgedMembers = map[string]bool{"role": true, "content": true, "tool_calls": true, "refusal": true}
-
-// stripUnjudged removes message members no point judged; changed reports
-// whether it removed any (the stream must then be re-derived).
-func stripUnjudged(completion []byte) ([]byte, bool, error) {
-	var drop []string
-	refusal := refusalAnswer(completion)
-	gjson.Get(view(completion), "choices.0.message").ForEach(func(k, v gjson.Result) bool {
-		// A refusal is judged only when it is the answer (content null).
-		if (!judgedMembers[k.Str] || (k.Str == "refusal" && !refusal)) && v.Type != gjson.Null {
-			drop = append(drop, k.Str)
-		}
-		return true
-	})
-	if len(drop) == 0 {
+// stripUnjudged removes message members no point judged (v.unjudged) and
+// re-indexes v; changed reports whether it removed any (the stream must
+// then be re-derived).
+func stripUnjudged(completion []byte, v *completionView) ([]byte, bool, error) {
+	if len(v.unjudged) == 0 {
 		return completion, false, nil
 	}
 	esc := strings.NewReplacer(".", `\.`, "*", `\*`, "?", `\?`, "|", `\|`, "#", `\#`, "@", `\@`)
 	var err error
-	for _, k := range drop {
+	for _, k := range v.unjudged {
 		if completion, err = sjson.DeleteBytes(completion, "choices.0.message."+esc.Replace(k)); err != nil {
 			return nil, false, err
 		}
 	}
+	*v = viewCompletion(completion)
 	return completion, true, nil
 }

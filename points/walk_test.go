@@ -1,0 +1,69 @@
+package points
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// walkMatchesGjson checks ForEachMember / ForEachElement against gjson's
+// walk of the same valid value.
+func walkMatchesGjson(t *testing.T, raw []byte) {
+	t.Helper()
+	if CheckEncoding(raw, 0) != nil {
+		return
+	}
+	r := gjson.ParseBytes(raw)
+	type kv struct{ k, v string }
+	var want, got []kv
+	switch {
+	case r.IsObject():
+		r.ForEach(func(k, v gjson.Result) bool { want = append(want, kv{k.Str, v.Raw}); return true })
+		ForEachMember(raw, func(n string, v []byte) bool { got = append(got, kv{n, string(v)}); return true })
+	case r.IsArray():
+		r.ForEach(func(_, v gjson.Result) bool { want = append(want, kv{"", v.Raw}); return true })
+		ForEachElement(raw, func(v []byte) bool { got = append(got, kv{"", string(v)}); return true })
+	default:
+		return
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%q: got %d members, gjson %d", raw, len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%q: member %d: got %q, gjson %q", raw, i, got[i], want[i])
+		}
+	}
+}
+
+var walkSeeds = []string{
+	`{}`, `[]`, ` { "a" : 1 , "b":[1,{"c":"}"}] ,"d\"e":"x\\\\","f":null} `,
+	`{"content":"a \"quoted\" \\\\ end","n":-1.5e3,"t":true}`,
+	`[1, "two", {"three":[3]}, [], {}, "\\\\\""]`,
+	`{"k\u0041":"v","esc\\\"":"\\u00e9"}`,
+}
+
+func TestWalk(t *testing.T) {
+	for _, s := range walkSeeds {
+		walkMatchesGjson(t, []byte(s))
+	}
+	big := []byte(`{"a":"` + string(bytes.Repeat([]byte(`x\"y\\`), 5000)) + `","b":2}`)
+	walkMatchesGjson(t, big)
+	// Stopping early.
+	n := 0
+	ForEachMember([]byte(`{"a":1,"b":2}`), func(string, []byte) bool { n++; return false })
+	if n != 1 {
+		t.Fatalf("walk did not stop: %d", n)
+	}
+	// Not an object or array: nothing.
+	ForEachMember([]byte(`[1]`), func(string, []byte) bool { t.Fatal("called"); return true })
+	ForEachElement([]byte(`{}`), func([]byte) bool { t.Fatal("called"); return true })
+}
+
+func FuzzWalk(f *testing.F) {
+	for _, s := range walkSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) { walkMatchesGjson(t, raw) })
+}
