@@ -313,15 +313,12 @@ func ValidateEnvelope(raw []byte) error {
 // validateEnvelope is ValidateEnvelope for bytes already known to be valid
 // JSON (the emitter checks the encoding first, more strictly).
 func validateEnvelope(raw []byte) error {
-	// A no-copy view: the context bytes are never written, and nothing
-	// parsed here outlives the check.
-	parsed := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
-	if !parsed.IsObject() {
+	if b := trimWS(raw); len(b) == 0 || b[0] != '{' {
 		return envErr("$", "not an object")
 	}
 	// One pass over the top level: later lookups touch only the member
 	// they need, not the (possibly megabytes of) messages before it.
-	root := envTopLevel(parsed)
+	root := envIndex(raw)
 	if s := root.Get("spec"); s.Type != gjson.String || !specPattern.MatchString(s.Str) {
 		return envErr("spec", "must match ^agent-hooks/N.N$")
 	}
@@ -360,7 +357,7 @@ func validateEnvelope(raw []byte) error {
 	if id := se.Get("id"); id.Type != gjson.String || id.Str == "" {
 		return envErr("session.id", "must be a non-empty string")
 	}
-	if !root.Get("target").Exists() {
+	if !root.Has("target") {
 		return envErr("target", "missing")
 	}
 	if e := root.Get("extensions"); e.Exists() {
@@ -382,7 +379,11 @@ func validateEnvelope(raw []byte) error {
 		return err
 	}
 	// §4.3: target aliases the conditional member.
-	if !JSONEqual(root.Get("target").Raw, root.Get(p.Field()).Raw) {
+	field := root.Raw(p.Field())
+	if strings.Contains(p.Field(), ".") {
+		field = root.Get(p.Field()).Raw
+	}
+	if !JSONEqual(root.Raw("target"), field) {
 		return envErr("target", "must equal "+p.Field())
 	}
 	return nil
@@ -418,11 +419,11 @@ next:
 // requireObject indexes the object at path once, so that reading several
 // of its members does not rescan a large one (response.content, messages).
 func requireObject(root envMembers, path string) (envMembers, error) {
-	r := root.Get(path)
-	if !r.IsObject() {
+	r := root.Raw(path)
+	if len(r) == 0 || r[0] != '{' {
 		return nil, envErr(path, "must be an object")
 	}
-	return envTopLevel(r), nil
+	return envIndex(viewBytes(r)), nil
 }
 
 func validateConditional(root envMembers, p Point) error {
@@ -468,13 +469,14 @@ func validateConditional(root envMembers, p Point) error {
 			return err
 		}
 		if p == PreModelCall {
-			ms := root.Get("messages")
-			if !ms.IsArray() {
+			ms := root.Raw("messages")
+			if len(ms) == 0 || ms[0] != '[' {
 				return envErr("messages", "must be an array")
 			}
 			var bad error
-			ms.ForEach(func(_, msg gjson.Result) bool {
-				if !msg.IsObject() || msg.Get("role").Type != gjson.String || !msg.Get("content").Exists() {
+			ForEachElement(viewBytes(ms), func(msg []byte) bool {
+				m := envIndex(msg)
+				if msg[0] != '{' || !m.Has("content") || !strings.HasPrefix(m.Raw("role"), `"`) {
 					bad = envErr("messages[]", "each message needs a string role and a content")
 				}
 				return bad == nil
@@ -485,7 +487,7 @@ func validateConditional(root envMembers, p Point) error {
 		if err != nil {
 			return err
 		}
-		if !r.Get("content").Exists() {
+		if !r.Has("content") {
 			return envErr("response.content", "missing")
 		}
 		if fr := r.Get("finish_reason"); fr.Type != gjson.String {
@@ -536,7 +538,7 @@ func validateConditional(root envMembers, p Point) error {
 		if err != nil {
 			return err
 		}
-		if !tr.Get("value").Exists() {
+		if !tr.Has("value") {
 			return envErr("tool_result.value", "missing")
 		}
 		if ie := tr.Get("is_error"); ie.Type != gjson.True && ie.Type != gjson.False {
@@ -551,7 +553,7 @@ func validateConditional(root envMembers, p Point) error {
 		if err != nil {
 			return err
 		}
-		if !o.Get("content").Exists() {
+		if !o.Has("content") {
 			return envErr("output.content", "missing")
 		}
 		return closed(o, "output", "content")
@@ -592,39 +594,60 @@ func JSONEqual(a, b string) bool {
 }
 
 // envMembers indexes an object's members once (a short slice: contexts
-// have a dozen members, and a linear look-up beats a map allocation); Get
-// resolves a dotted path by its first segment, then within that member.
+// have a dozen members, and a linear look-up beats a map allocation). It
+// keeps raw values and parses one only when asked, so a member holding
+// megabytes of content is never rescanned to check that it exists.
 type envMembers []envMember
 
 type envMember struct {
 	key string
-	val gjson.Result
+	raw string // a no-copy view of the context bytes, which are never written
 }
 
-func envTopLevel(obj gjson.Result) envMembers {
+// envIndex indexes obj's members; the first of duplicate names wins, as
+// gjson reads it (duplicates are refused by CheckEncoding). Bytes that are
+// not a valid object index as far as they go.
+func envIndex(obj []byte) envMembers {
 	m := make(envMembers, 0, 16)
-	obj.ForEach(func(k, v gjson.Result) bool {
+	ForEachMember(obj, func(k string, v []byte) bool {
 		for _, x := range m {
-			if x.key == k.Str {
-				return true // first wins, as gjson reads it; duplicates are refused elsewhere
+			if x.key == k {
+				return true
 			}
 		}
-		m = append(m, envMember{k.Str, v})
+		m = append(m, envMember{k, unsafe.String(unsafe.SliceData(v), len(v))})
 		return true
 	})
 	return m
 }
 
-// Get returns the member at path ("a" or "a.b.c").
-func (t envMembers) Get(path string) gjson.Result {
-	head, rest, nested := strings.Cut(path, ".")
+// viewBytes is the inverse no-copy view, for walking a member's value;
+// the walk never writes.
+func viewBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+
+// Raw returns the raw value of the member key (one name, not a path), or "".
+func (t envMembers) Raw(key string) string {
 	for _, x := range t {
-		if x.key == head {
-			if !nested {
-				return x.val
-			}
-			return x.val.Get(rest)
+		if x.key == key {
+			return x.raw
 		}
 	}
-	return gjson.Result{}
+	return ""
+}
+
+// Has reports whether the member key is present.
+func (t envMembers) Has(key string) bool { return t.Raw(key) != "" }
+
+// Get returns the member at path ("a" or "a.b.c"), parsed.
+func (t envMembers) Get(path string) gjson.Result {
+	head, rest, nested := strings.Cut(path, ".")
+	r := t.Raw(head)
+	if r == "" {
+		return gjson.Result{}
+	}
+	v := gjson.Parse(r)
+	if nested {
+		return v.Get(rest)
+	}
+	return v
 }

@@ -1,6 +1,9 @@
 package points
 
-import "unsafe"
+import (
+	"encoding/json"
+	"unsafe"
+)
 
 // ForEachMember calls fn with the name (unescaped) and raw value of each
 // member of obj, in document order, until fn returns false. obj must be a
@@ -14,20 +17,27 @@ func ForEachMember(obj []byte, fn func(name string, value []byte) bool) {
 	if i >= len(obj) || obj[i] != '{' {
 		return
 	}
+	// Every step is bounds-checked, so bytes that are not valid JSON end
+	// the walk early instead of panicking; each round consumes a name.
 	for i++; ; {
 		i = skipWSAt(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return
-		}
-		if obj[i] == ',' {
+		if i < len(obj) && obj[i] == ',' {
 			i = skipWSAt(obj, i+1)
+		}
+		if i >= len(obj) || obj[i] != '"' {
+			return
 		}
 		end := skipString(obj, i)
 		name := nameOf(obj[i:end])
 		i = skipWSAt(obj, end)
-		i = skipWSAt(obj, i+1) // ':'
+		if i >= len(obj) || obj[i] != ':' {
+			return
+		}
+		if i = skipWSAt(obj, i+1); i >= len(obj) {
+			return
+		}
 		vend := skipValue(obj, i)
-		if !fn(name, obj[i:vend]) {
+		if vend == i || !fn(name, obj[i:vend]) {
 			return
 		}
 		i = vend
@@ -43,14 +53,14 @@ func ForEachElement(arr []byte, fn func(elem []byte) bool) {
 	}
 	for i++; ; {
 		i = skipWSAt(arr, i)
+		if i < len(arr) && arr[i] == ',' {
+			i = skipWSAt(arr, i+1)
+		}
 		if i >= len(arr) || arr[i] == ']' {
 			return
 		}
-		if arr[i] == ',' {
-			i = skipWSAt(arr, i+1)
-		}
 		end := skipValue(arr, i)
-		if !fn(arr[i:end]) {
+		if end == i || !fn(arr[i:end]) {
 			return
 		}
 		i = end
@@ -66,7 +76,13 @@ func nameOf(q []byte) string {
 	body := q[1 : len(q)-1]
 	for _, c := range body {
 		if c == '\\' {
-			return string(unescapeString(body))
+			// Rare; encoding/json also copes with the malformed escapes
+			// of bytes that were never validated.
+			var name string
+			if json.Unmarshal(q, &name) != nil {
+				return ""
+			}
+			return name
 		}
 	}
 	return unsafe.String(unsafe.SliceData(body), len(body))

@@ -67,3 +67,20 @@ func FuzzWalk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) { walkMatchesGjson(t, raw) })
 }
+
+// FuzzWalkGarbage feeds arbitrary bytes: the walkers must neither panic nor
+// hang, and every value they yield must lie inside the input.
+func FuzzWalkGarbage(f *testing.F) {
+	for _, s := range append(walkSeeds, `{"a":`, `{"a"`, `{"a":}`, `[,,]`, `["x`, `{"a":[}`, `[}`, `{:1}`) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		n := 0
+		ForEachMember(raw, func(_ string, v []byte) bool { n++; return len(v) > 0 && n <= len(raw) })
+		ForEachElement(raw, func(v []byte) bool { n++; return len(v) > 0 && n <= 2*len(raw) })
+		if n > 2*len(raw) {
+			t.Fatalf("walked %d values in %d bytes", n, len(raw))
+		}
+		_ = validateEnvelope(raw)
+	})
+}
