@@ -162,8 +162,18 @@ func jsonObject(key string, value json.RawMessage) json.RawMessage {
 // replacement character only because Go strings from the host may carry it;
 // the domain check rejects lone surrogates that arrive escaped.
 func appendQuoted(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	// Plain printable ASCII (the usual id, name or model) needs no
+	// escaping; anything else goes through encoding/json, whose output
+	// (HTML-safe escapes included) the fast path reproduces byte for byte.
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // Agent names the agent in every context (agent.id, agent.framework and the
@@ -285,9 +295,7 @@ func appendMember(b []byte, m Member) []byte {
 }
 
 var (
-	specPattern      = regexp.MustCompile(`^agent-hooks/\d+\.\d+$`)
-	frameworkPattern = regexp.MustCompile(`^[a-z0-9_-]+$`)
-	hashPattern      = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	hashPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 )
 
 // EnvelopeError says which §4 envelope rule a context broke; its message
@@ -319,7 +327,7 @@ func validateEnvelope(raw []byte) error {
 	// One pass over the top level: later lookups touch only the member
 	// they need, not the (possibly megabytes of) messages before it.
 	root := envIndex(raw)
-	if s := root.Get("spec"); s.Type != gjson.String || !specPattern.MatchString(s.Str) {
+	if s := root.Get("spec"); s.Type != gjson.String || !validSpec(s.Str) {
 		return envErr("spec", "must match ^agent-hooks/N.N$")
 	}
 	ip := root.Get("interception_point")
@@ -342,7 +350,7 @@ func validateEnvelope(raw []byte) error {
 	if id := ag.Get("id"); id.Type != gjson.String || id.Str == "" {
 		return envErr("agent.id", "must be a non-empty string")
 	}
-	if fw := ag.Get("framework"); fw.Type != gjson.String || !frameworkPattern.MatchString(fw.Str) {
+	if fw := ag.Get("framework"); fw.Type != gjson.String || !validFramework(fw.Str) {
 		return envErr("agent.framework", "must match ^[a-z0-9_-]+$")
 	}
 	for _, k := range []string{"name", "version"} {

@@ -60,6 +60,9 @@ type Observer interface {
 type Emitter struct {
 	cfg     Config
 	byPoint map[Point][]Binding
+	// providerName is shared by every record (read-only), not allocated
+	// per emission.
+	providerName *string
 }
 
 // NewEmitter validates cfg and returns an Emitter.
@@ -93,6 +96,10 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 		cfg.Now = time.Now
 	}
 	e := &Emitter{cfg: cfg, byPoint: make(map[Point][]Binding)}
+	if cfg.Identity != nil {
+		n := cfg.Identity.Name()
+		e.providerName = &n
+	}
 	for i, b := range cfg.Bindings {
 		if b.Interceptor == nil {
 			return nil, &ConfigError{What: fmt.Sprintf("binding %d (%s) has no interceptor", i, b.Name)}
@@ -208,7 +215,7 @@ func (e *Emitter) hostFailure(p Point, sid string, seq int64, now time.Time, rea
 	v := hostError(reason, detail)
 	rec := &Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(v),
-		IdentityProvider: e.IdentityProviderName(), SessionID: sid, Sequence: seq,
+		IdentityProvider: e.providerName, SessionID: sid, Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
 	}
@@ -322,7 +329,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 
 	rec := &Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(out.combined),
-		InputIdentity: inputID, EnforcedIdentity: enforcedID, IdentityProvider: e.IdentityProviderName(),
+		InputIdentity: inputID, EnforcedIdentity: enforcedID, IdentityProvider: e.providerName,
 		Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
@@ -910,7 +917,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 	v := hostError(reason, detail)
 	rec := &Record{
 		InterceptionPoint: ev.Point, Mode: e.cfg.Mode, Verdict: Project(v),
-		IdentityProvider: e.IdentityProviderName(), SessionID: s.ID(), Sequence: seq,
+		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
 		RequestID: RequestIDFrom(ctx),

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // IdentityProvider computes context_identity (§10.1): a pure function of the
@@ -42,7 +43,10 @@ func (jcsSHA256) Identity(raw []byte) (string, error) {
 		return "", err
 	}
 	sum := sha256.Sum256(pre)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	var out [len("sha256:") + 2*sha256.Size]byte
+	copy(out[:], "sha256:")
+	hex.Encode(out[len("sha256:"):], sum[:])
+	return string(out[:]), nil
 }
 
 // hmacMinKey is the shortest accepted HMAC key: RFC 2104 §3 discourages
@@ -188,14 +192,12 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 	if b := trimWS(raw); b[0] != '{' {
 		return nil, &DomainError{Path: "$", Problem: describe("an object")}
 	}
-	top := make(members, len(c.top))
-	for _, t := range c.top {
-		top[string(t.name)] = raw[t.raw0:t.raw1]
-	}
-	if err := checkEnvelope(top); err != nil {
+	// The envelope is checked on the tracked members, without building
+	// maps: this runs for every emission.
+	p, err := c.checkTracked(raw)
+	if err != nil {
 		return nil, err
 	}
-	p, _ := pointOf(top)
 
 	// The kept members, as projection rules with their tracked member.
 	type kept struct {
@@ -226,6 +228,7 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 		add(k)
 	}
 	if viol {
+		top, _ := topMembers(raw)
 		return nil, explain(CheckDomain(appendProjection(nil, top), DefaultMaxDepth))
 	}
 	// Rule names are ASCII, where byte order is UTF-16 order.
@@ -327,26 +330,102 @@ var requiredKeep = [...]keep{
 
 // conditionalKeep is the closed per-point preimage (§4.2, §10.2), mirroring
 // the per-point schemas' required members.
-func conditionalKeep(p Point) []keep {
-	switch p {
-	case AgentStartup:
-		return []keep{{"agent_init", []string{"tools_registered"}}}
-	case Input:
-		return []keep{{"input", []string{"content", "role"}}}
-	case PreModelCall:
-		return []keep{{"model", []string{"id"}}, {"messages", nil}}
-	case PostModelCall:
-		return []keep{{"model", []string{"id"}}, {"response", []string{"content", "tool_calls", "finish_reason"}}}
-	case PreToolCall:
-		return []keep{{"tool_call", []string{"id", "name", "args"}}}
-	case PostToolCall:
-		return []keep{{"tool_call", []string{"id", "name", "args"}}, {"tool_result", []string{"value", "is_error"}}}
-	case Output:
-		return []keep{{"output", []string{"content"}}}
-	case AgentShutdown:
-		return []keep{{"summary", []string{"reason"}}}
+func conditionalKeep(p Point) []keep { return conditionalKeeps[p] }
+
+var conditionalKeeps = map[Point][]keep{
+	AgentStartup:  {{"agent_init", []string{"tools_registered"}}},
+	Input:         {{"input", []string{"content", "role"}}},
+	PreModelCall:  {{"model", []string{"id"}}, {"messages", nil}},
+	PostModelCall: {{"model", []string{"id"}}, {"response", []string{"content", "tool_calls", "finish_reason"}}},
+	PreToolCall:   {{"tool_call", []string{"id", "name", "args"}}},
+	PostToolCall:  {{"tool_call", []string{"id", "name", "args"}}, {"tool_result", []string{"value", "is_error"}}},
+	Output:        {{"output", []string{"content"}}},
+	AgentShutdown: {{"summary", []string{"reason"}}},
+}
+
+// checkTracked is checkEnvelope (same checks, same errors, same order) on
+// the members the canonicalizer tracked, and returns the point.
+func (c *canonicalizer) checkTracked(raw []byte) (Point, error) {
+	value := func(t *trackedMember) []byte {
+		if t == nil {
+			return nil
+		}
+		return raw[t.raw0:t.raw1]
 	}
-	return nil
+	top := func(name string) []byte { return value(findTracked(c.top, name)) }
+	// subsOf returns the tracked members of an object-valued member.
+	subsOf := func(t *trackedMember) ([]trackedMember, bool) {
+		if t == nil || raw[t.raw0] != '{' {
+			return nil, false
+		}
+		return c.subs[t.s0:t.s1], true
+	}
+	if s, ok := stringView(top("spec")); !ok || !validSpec(s) {
+		return "", &DomainError{Path: "$.spec", Problem: describe("an agent-hooks/<major>.<minor> string")}
+	}
+	ps, ok := stringView(top("interception_point"))
+	if !ok {
+		return "", &DomainError{Path: "$.interception_point", Problem: describe("a string (see spec §4.1)")}
+	}
+	p := Point(ps) // a view of raw, used only while raw is
+	if !p.Valid() {
+		return "", &DomainError{Path: "$.interception_point", Problem: "not one of the eight closed values (see spec §3)"}
+	}
+	if _, ok := stringView(top("timestamp")); !ok {
+		return "", &DomainError{Path: "$.timestamp", Problem: describe("a string")}
+	}
+	if !nonNegativeInt64(top("sequence")) {
+		return "", &DomainError{Path: "$.sequence", Problem: describe("an integer >= 0")}
+	}
+	agent, ok := subsOf(findTracked(c.top, "agent"))
+	if !ok {
+		return "", &DomainError{Path: "$.agent", Problem: describe("an object")}
+	}
+	if s, ok := stringView(value(findTracked(agent, "id"))); !ok || s == "" {
+		return "", &DomainError{Path: "$.agent.id", Problem: describe("a non-empty string")}
+	}
+	if s, ok := stringView(value(findTracked(agent, "framework"))); !ok || !validFramework(s) {
+		return "", &DomainError{Path: "$.agent.framework", Problem: describe("a ^[a-z0-9_-]+$ string")}
+	}
+	session, _ := subsOf(findTracked(c.top, "session"))
+	if s, ok := stringView(value(findTracked(session, "id"))); !ok || s == "" {
+		return "", &DomainError{Path: "$.session.id", Problem: describe("a non-empty string")}
+	}
+	if findTracked(c.top, "target") == nil {
+		return "", &DomainError{Path: "$.target", Problem: describe("present")}
+	}
+	for _, k := range conditionalKeep(p) {
+		t := findTracked(c.top, k.key)
+		if t == nil {
+			return "", &DomainError{Path: "$." + k.key, Problem: describe("present at this interception point")}
+		}
+		if k.sub == nil {
+			continue
+		}
+		obj, ok := subsOf(t)
+		if !ok {
+			return "", &DomainError{Path: "$." + k.key, Problem: describe("an object")}
+		}
+		for _, s := range k.sub {
+			if findTracked(obj, s) == nil {
+				return "", &DomainError{Path: "$." + k.key + "." + s, Problem: "missing (see spec §4.2)"}
+			}
+		}
+	}
+	return p, nil
+}
+
+// stringView is jsonString without a copy when v has no escapes; the
+// result must not outlive v.
+func stringView(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	body := v[1 : len(v)-1]
+	if bytes.IndexByte(body, '\\') < 0 {
+		return unsafe.String(unsafe.SliceData(body), len(body)), true
+	}
+	return string(unescapeString(body)), true
 }
 
 // members maps member names (unescaped) to raw values of one object.
