@@ -483,8 +483,18 @@ func validateConditional(root envMembers, p Point) error {
 			}
 			var bad error
 			ForEachElement(viewBytes(ms), func(msg []byte) bool {
-				m := envIndex(msg)
-				if msg[0] != '{' || !m.Has("content") || !strings.HasPrefix(m.Raw("role"), `"`) {
+				// The first role and content count, as in envIndex.
+				var role, content []byte
+				ForEachMember(msg, func(k string, v []byte) bool {
+					switch {
+					case k == "role" && role == nil:
+						role = v
+					case k == "content" && content == nil:
+						content = v
+					}
+					return true
+				})
+				if msg[0] != '{' || content == nil || len(role) == 0 || role[0] != '"' {
 					bad = envErr("messages[]", "each message needs a string role and a content")
 				}
 				return bad == nil

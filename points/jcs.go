@@ -1,6 +1,7 @@
 package points
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"math"
@@ -101,6 +102,73 @@ type canonicalizer struct {
 	frames [][]canonMember // members of the open object at each depth
 	top    []trackedMember // members of the root object (track)
 	subs   []trackedMember // members of its object-valued members (track)
+	memo   []memoValue     // the root's member values, for reuse
+}
+
+// memoValue is a root member's value: its raw bytes, its phase-1 form
+// c.buf[buf0:buf1], the records of its objects c.recs[rec0:rec1], its
+// tracked members c.subs[s0:s1] and its count of out-of-bound integers.
+type memoValue struct {
+	raw0, raw1, buf0, buf1, rec0, rec1, s0, s1, viol int
+}
+
+// minMemo is the smallest value worth comparing against earlier ones.
+const minMemo = 16
+
+// reuse handles a root member whose value repeats an earlier one byte for
+// byte: a context's target is a copy of its point's member, and for a big
+// answer or history canonicalizing it twice doubled the identity's cost.
+// Equal bytes at the same depth canonicalize to equal bytes, with the same
+// errors (none, since the first succeeded) and the same integer count.
+// Only self-delimiting values (objects, arrays, strings) qualify, so the
+// equal prefix is the whole value.
+func (c *canonicalizer) reuse(depth, v0 int) (int, bool) {
+	if depth != 1 || !c.emit || v0 >= len(c.raw) {
+		return 0, false
+	}
+	if b := c.raw[v0]; b != '{' && b != '[' && b != '"' {
+		return 0, false
+	}
+	for _, e := range c.memo {
+		n := e.raw1 - e.raw0
+		if n < minMemo || v0+n > len(c.raw) || !bytes.Equal(c.raw[v0:v0+n], c.raw[e.raw0:e.raw1]) {
+			continue
+		}
+		// Copy the phase-1 bytes and every position that points into them.
+		shift, rawShift, recShift := len(c.buf)-e.buf0, v0-e.raw0, len(c.recs)-e.rec0
+		c.buf = append(c.buf, c.buf[e.buf0:e.buf1]...)
+		c.viol += e.viol
+		for k := e.rec0; k < e.rec1; k++ {
+			r := c.recs[k]
+			r.start += shift
+			r.end += shift
+			r.next += recShift
+			if !r.sorted {
+				p0 := len(c.perm)
+				for _, sp := range c.perm[r.p0:r.p1] {
+					sp.start += shift
+					sp.end += shift
+					sp.rec += recShift
+					c.perm = append(c.perm, sp)
+				}
+				r.p0, r.p1 = p0, len(c.perm)
+			}
+			c.recs = append(c.recs, r)
+		}
+		if c.track {
+			for k := e.s0; k < e.s1; k++ {
+				t := c.subs[k]
+				t.start += shift
+				t.end += shift
+				t.rec += recShift
+				t.raw0 += rawShift
+				t.raw1 += rawShift
+				c.subs = append(c.subs, t)
+			}
+		}
+		return v0 + n, true
+	}
+	return 0, false
 }
 
 // canonPool recycles canonicalizers: a 1 MB context would otherwise
@@ -172,7 +240,7 @@ func (c *canonicalizer) canonical(raw []byte, maxDepth int, intBound bool) ([]by
 func (c *canonicalizer) run(raw []byte, maxDepth int, ints intRule, emit, track bool) error {
 	c.raw, c.maxDepth, c.ints, c.emit, c.track, c.viol = raw, maxDepth, ints, emit, track, 0
 	c.buf, c.names, c.recs, c.perm = c.buf[:0], c.names[:0], c.recs[:0], c.perm[:0]
-	c.top, c.subs = c.top[:0], c.subs[:0]
+	c.top, c.subs, c.memo = c.top[:0], c.subs[:0], c.memo[:0]
 	i, err := c.value(0, 1)
 	if err != nil {
 		return err
@@ -309,8 +377,14 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		}
 		c.buf = append(c.buf, ':')
 		v0, viol0, s0 := skipWSAt(raw, i+1), c.viol, len(c.subs)
-		if i, err = c.value(v0, depth+1); err != nil {
+		b0, r0 := len(c.buf), len(c.recs)
+		if j, ok := c.reuse(depth, v0); ok {
+			i = j
+		} else if i, err = c.value(v0, depth+1); err != nil {
 			return i, err
+		} else if depth == 1 && c.emit {
+			c.memo = append(c.memo, memoValue{raw0: v0, raw1: i, buf0: b0, buf1: len(c.buf),
+				rec0: r0, rec1: len(c.recs), s0: s0, s1: len(c.subs), viol: c.viol - viol0})
 		}
 		m.end = len(c.buf)
 		if track {

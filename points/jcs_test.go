@@ -96,6 +96,9 @@ func FuzzJCSMatchesReference(f *testing.F) {
 	for _, s := range jcsSeeds {
 		f.Add([]byte(s), 0)
 	}
+	for _, s := range preimageSeeds() {
+		f.Add([]byte(s), 0)
+	}
 	f.Add(preModelCtx(4<<10), 3)
 	f.Add([]byte(nested("[", "]", 130, "1")), 129)
 	f.Fuzz(func(t *testing.T, raw []byte, depth int) {
@@ -184,6 +187,18 @@ func preimageSeeds() []string {
 		`[1]`, `"x"`, ` {"interception_point":"output"} `, `{"a":"\ud800"}`,
 	}
 	seeds = append(seeds, string(toolCtx(`{"b":9007199254740993}`, `"extensions":{"x":1}`)))
+	// Repeated root values (canonicalizer.reuse): sorted, unsorted, with
+	// escapes and out-of-bound integers, and a repeat that is only a prefix.
+	for _, v := range []string{
+		`{"content":"a long enough answer é\/","tool_calls":[],"finish_reason":"stop"}`,
+		`{"finish_reason":"stop","tool_calls":[],"content":"unsorted members here"}`,
+		`{"content":9007199254740993,"tool_calls":[{"z":1,"a":2}],"finish_reason":"x"}`,
+	} {
+		seeds = append(seeds, `{"interception_point":"post_model_call","spec":"agent-hooks/0.1","timestamp":"t","sequence":1,`+
+			`"agent":{"id":"a","framework":"fw"},"session":{"id":"s"},"model":{"id":"m"},"response":`+v+`,"target":`+v+`}`)
+	}
+	seeds = append(seeds, `{"interception_point":"output","spec":"agent-hooks/0.1","timestamp":"t","sequence":1,"agent":{"id":"a","framework":"fw"},`+
+		`"session":{"id":"s"},"output":{"content":"0123456789abcdefgh"},"target":{"content":"0123456789abcdefgh"},"x":"0123456789abcdefgh","y":"0123456789abcdefgh"}`)
 	return seeds
 }
 
