@@ -188,7 +188,7 @@ func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
 	if err != nil {
 		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
-	return e.emitRaw(ctx, ev.Point, raw, start, &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: now.UTC().Format(TimestampLayout), trace: traceOf(ev, s)})
+	return e.emitRaw(ctx, ev.Point, raw, start, &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: string(appendTimestamp(make([]byte, 0, 24), now)), trace: traceOf(ev, s)})
 }
 
 // EmitContext runs one emission over a complete wire context built by the

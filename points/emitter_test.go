@@ -304,3 +304,35 @@ func TestInlineInterceptorFailures(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEmitInlineSmall is the per-emission floor the proxy pays: one
+// inline, context-sharing interceptor (as the built-in kinds are) on a
+// small output context.
+func BenchmarkEmitInlineSmall(b *testing.B) {
+	ic := inlineFunc(func(_ context.Context, c *Context) (Verdict, error) { return Allow(), nil })
+	e := newTestEmitter(b, Config{Bindings: []Binding{{Name: "a", Interceptor: ic}}})
+	s := testSession()
+	ev := OutputEvent(json.RawMessage(`"` + strings.Repeat("lorem ipsum ", 80) + `"`))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := e.Emit(context.Background(), s, ev); !res.Proceed {
+			b.Fatal(res.Verdict)
+		}
+	}
+}
+
+func TestAppendTimestampMatchesFormat(t *testing.T) {
+	for _, tm := range []time.Time{
+		time.Date(2026, 11, 29, 17, 4, 5, 999_999_999, time.UTC),
+		time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(9999, 12, 31, 23, 59, 59, 1_000_000, time.FixedZone("x", 3600)),
+		time.Date(12345, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, 0),
+		time.Now(),
+	} {
+		if got, want := string(appendTimestamp(nil, tm)), tm.UTC().Format(TimestampLayout); got != want {
+			t.Errorf("%v: got %s, want %s", tm, got, want)
+		}
+	}
+}

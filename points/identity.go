@@ -221,18 +221,13 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 			viol = viol || s.viol && hasName(k.sub, s.name)
 		}
 	}
-	for _, k := range requiredKeep {
-		add(k)
-	}
-	for _, k := range conditionalKeep(p) {
+	for _, k := range preimageKeeps[p] {
 		add(k)
 	}
 	if viol {
 		top, _ := topMembers(raw)
 		return nil, explain(CheckDomain(appendProjection(nil, top), DefaultMaxDepth))
 	}
-	// Rule names are ASCII, where byte order is UTF-16 order.
-	slices.SortFunc(ks, func(a, b kept) int { return strings.Compare(a.key, b.key) })
 
 	out := append(c.out[:0], '{')
 	var subBuf [8]*trackedMember
@@ -342,6 +337,19 @@ var conditionalKeeps = map[Point][]keep{
 	Output:        {{"output", []string{"content"}}},
 	AgentShutdown: {{"summary", []string{"reason"}}},
 }
+
+// preimageKeeps is, per point, the required and conditional rules sorted by
+// name (ASCII, where byte order is UTF-16 order), so the preimage is cut in
+// canonical member order without sorting per emission.
+var preimageKeeps = func() map[Point][]keep {
+	m := map[Point][]keep{}
+	for p, cond := range conditionalKeeps {
+		ks := append(append([]keep(nil), requiredKeep[:]...), cond...)
+		slices.SortFunc(ks, func(a, b keep) int { return strings.Compare(a.key, b.key) })
+		m[p] = ks
+	}
+	return m
+}()
 
 // checkTracked is checkEnvelope (same checks, same errors, same order) on
 // the members the canonicalizer tracked, and returns the point.
