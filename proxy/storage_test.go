@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/hooksproxy/hooksproxy/sse"
+)
+
+func TestSharedEnds(t *testing.T) {
+	for _, tc := range []struct {
+		a, b     string
+		pre, suf int
+	}{
+		{"", "", 0, 0}, {"abc", "", 0, 0}, {"", "abc", 0, 0},
+		{"abc", "abc", 3, 0}, {"abcdefghijXYZ", "abcdefghijQYZ", 10, 2},
+		{"aXa", "aYYa", 1, 1}, {"aa", "aaa", 2, 0}, {"xa", "ya", 0, 1},
+		{`{"id":"c","delta":{"content":"hello"}}`, `{"id":"c","delta":{"content":"world"}}`, 30, 3},
+	} {
+		pre, suf := sharedEnds([]byte(tc.a), []byte(tc.b))
+		if pre != tc.pre || suf != tc.suf {
+			t.Errorf("sharedEnds(%q, %q) = %d, %d; want %d, %d", tc.a, tc.b, pre, suf, tc.pre, tc.suf)
+		}
+	}
+}
+
+// replayRoundTrip stores chunks built from pieces and checks that Replay
+// gives back every event's data, type and id exactly.
+func replayRoundTrip(t *testing.T, pieces [][]byte) {
+	t.Helper()
+	cs := NewChatStream(1 << 30)
+	var want []sse.Event
+	for i, p := range pieces {
+		content, _ := json.Marshal(string(p))
+		ev := sse.Event{Data: []byte(`{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":` + string(content) + `}}]}`)}
+		if i%3 == 1 {
+			ev.ID, ev.HasID = "e"+strconv.Itoa(i), true
+		}
+		if err := cs.Add(ev); err != nil {
+			t.Fatalf("add %d: %v", i, err)
+		}
+		want = append(want, ev)
+	}
+	if err := cs.Add(sse.Event{Data: []byte("[DONE]")}); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, sse.Event{Data: []byte("[DONE]")})
+	var out bytes.Buffer
+	if err := cs.WriteOriginal(&out); err != nil {
+		t.Fatal(err)
+	}
+	rd := sse.NewReader(&out, 0)
+	for i, w := range want {
+		got, err := rd.Next()
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if !bytes.Equal(got.Data, w.Data) || got.ID != w.ID || got.HasID != w.HasID {
+			t.Fatalf("event %d: got %q id %q, want %q id %q", i, got.Data, got.ID, w.Data, w.ID)
+		}
+	}
+}
+
+func TestReplayRoundTrip(t *testing.T) {
+	replayRoundTrip(t, [][]byte{[]byte("hello"), []byte("hello"), []byte(""), []byte("hel"), []byte("lo world"), []byte(`"}]}`), []byte("x")})
+}
+
+func FuzzReplayRoundTrip(f *testing.F) {
+	f.Add([]byte("one two three four"), byte(3))
+	f.Add([]byte(`a"}]}b"}]}`), byte(1))
+	f.Fuzz(func(t *testing.T, b []byte, n byte) {
+		step := int(n%16) + 1
+		var pieces [][]byte
+		for i := 0; i < len(b); i += step {
+			pieces = append(pieces, b[i:min(i+step, len(b))])
+		}
+		replayRoundTrip(t, pieces)
+	})
+}
