@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/hooksproxy/hooksproxy/sse"
@@ -104,6 +105,8 @@ type ChatStream struct {
 	events []storedEvent
 	meta   []eventMeta // the rare events with a type, id or retry
 	last   []byte      // the previous event's data, whole
+	// fullParse turns off the template fast path (tests compare the two).
+	fullParse bool
 	done   bool
 	err    error
 	rd     *sse.Reader
@@ -274,7 +277,13 @@ func (s *ChatStream) Add(ev sse.Event) error {
 		s.done = true
 		return nil
 	}
-	usageOnly, err := s.acc.addChunk(idx, data)
+	var usageOnly bool
+	var err error
+	if s.fullParse {
+		usageOnly, err = s.acc.addChunk(idx, data)
+	} else {
+		usageOnly, err = s.acc.addChunkFast(idx, data, pre, suf)
+	}
 	if err != nil {
 		return s.fail(err)
 	}
@@ -384,6 +393,11 @@ func (s *ChatStream) AppendAssembled(dst []byte) ([]byte, error) {
 // concatenating the insides of JSON string literals yields the literal of
 // the concatenated string, so nothing is decoded and re-encoded.
 type chatAcc struct {
+	// tpl describes the previous chunk when it was a plain content delta
+	// (see addChunkFast); cur is being filled while a chunk is parsed.
+	tpl, cur chunkTemplate
+	curData  []byte // the chunk being parsed, for noteContent
+
 	deltas   int // sequence number of the delta being applied
 	id       []byte
 	model    []byte
@@ -435,6 +449,122 @@ type extraAcc struct {
 func (a *chatAcc) reset() {
 	choices := a.choices[:0]
 	*a = chatAcc{choices: choices, scratch: a.scratch[:0]}
+}
+
+// chunkTemplate is a chunk whose only effect was to append its content
+// string to one choice: no usage, one choice, no finish_reason, logprobs,
+// tool calls or other delta fields. body is the content's string body
+// (inside the quotes) in the chunk's bytes; n is the chunk's length.
+type chunkTemplate struct {
+	ok             bool
+	choice         int // index in chatAcc.choices
+	bodyLo, bodyHi int
+	n              int
+}
+
+// addChunkFast applies a chunk that repeats the previous one byte for byte
+// except inside the content string, which is what almost every chunk of a
+// streamed answer is: the chunk is then that template with another string
+// body, so it is valid, has the same keys and the same effect except for
+// the appended text, and needs no parse. pre and suf are the bytes it
+// shares with the previous chunk at each end. Anything else, or a body
+// that is not a plain valid string body, takes the full parse.
+func (a *chatAcc) addChunkFast(ev int, data []byte, pre, suf int) (bool, error) {
+	t := a.tpl
+	if t.ok && pre >= t.bodyLo && suf >= t.n-t.bodyHi {
+		hi := len(data) - (t.n - t.bodyHi)
+		if body := data[t.bodyLo:hi]; hi >= t.bodyLo && plainStringBody(body) {
+			a.deltas++
+			c := &a.choices[t.choice]
+			c.content = append(c.content, body...)
+			c.hasContent = true
+			a.tpl.bodyHi, a.tpl.n = hi, len(data)
+			return false, nil
+		}
+	}
+	a.cur = chunkTemplate{ok: true, choice: -1}
+	a.curData = data
+	usageOnly, err := a.addChunk(ev, data)
+	a.curData = nil
+	a.tpl = a.cur
+	a.tpl.ok = err == nil && a.cur.ok && a.cur.choice >= 0
+	a.tpl.n = len(data)
+	return usageOnly, err
+}
+
+// noteContent records where a string content delta lies in the chunk being
+// parsed, for the template; any other content ends the template.
+func (a *chatAcc) noteContent(c *choiceAcc, v gjson.Result) {
+	if v.Type != gjson.String || a.cur.choice >= 0 || len(a.curData) == 0 {
+		a.cur.ok = false
+		return
+	}
+	off := int(uintptr(unsafe.Pointer(unsafe.StringData(v.Raw))) - uintptr(unsafe.Pointer(unsafe.SliceData(a.curData))))
+	if off < 0 || off+len(v.Raw) > len(a.curData) {
+		a.cur.ok = false
+		return
+	}
+	for k := range a.choices {
+		if &a.choices[k] == c {
+			a.cur.choice = k
+		}
+	}
+	a.cur.bodyLo, a.cur.bodyHi = off+1, off+len(v.Raw)-1
+}
+
+// plainStringBody reports whether b can stand between two quotes as a JSON
+// string: valid UTF-8, no control character or bare quote, and only
+// complete escapes. It is stricter than gjson (\u escapes must not be
+// surrogates), so anything unusual goes to the full parse instead.
+func plainStringBody(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"' || c < 0x20:
+			return false
+		case c == '\\':
+			if i+1 >= len(b) {
+				return false
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i++
+			case 'u':
+				if i+6 > len(b) {
+					return false
+				}
+				if r, ok := unhex(b[i+2 : i+6]); !ok || r >= 0xD800 && r <= 0xDFFF {
+					return false
+				}
+				i += 5
+			default:
+				return false
+			}
+		case c >= 0x80:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return false
+			}
+			i += size - 1
+		}
+	}
+	return true
+}
+
+func unhex(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // bytesToString views b as a string without copying. Safe here because
@@ -549,6 +679,7 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 	}
 	if usage.IsObject() {
 		a.usage = appendCompact(a.usage[:0], usage.Raw)
+		a.cur.ok = false
 	}
 	nChoices := 0
 	if choices.IsArray() {
@@ -561,6 +692,9 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 		if err != nil {
 			return false, err
 		}
+	}
+	if nChoices != 1 {
+		a.cur.ok = false
 	}
 	return nChoices == 0 && usage.IsObject(), nil
 }
@@ -677,8 +811,10 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	}
 	if finish.Type == gjson.String {
 		c.finish = append(c.finish[:0], finish.Raw...)
+		a.cur.ok = false
 	}
 	if logprobs.IsObject() {
+		a.cur.ok = false
 		if r := c.addLogprobs(logprobs); r != "" {
 			return bad(r)
 		}
@@ -767,11 +903,14 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 		case "content":
 			bit = cdContent
 			reason = appendStringDelta(&c.content, &c.hasContent, v, "delta.content")
+			a.noteContent(c, v)
 		case "refusal":
 			bit = cdRefusal
+			a.cur.ok = false
 			reason = appendStringDelta(&c.refusal, &c.hasRefusal, v, "delta.refusal")
 		case "tool_calls":
 			bit = cdTools
+			a.cur.ok = false
 			switch {
 			case v.Type == gjson.Null:
 			case v.IsArray():
@@ -784,6 +923,7 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 			}
 		case "function_call":
 			bit = cdFunction
+			a.cur.ok = false
 			switch {
 			case v.Type == gjson.Null:
 			case v.IsObject():
@@ -793,6 +933,7 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 				reason = "delta.function_call is not an object"
 			}
 		default:
+			a.cur.ok = false
 			reason = a.addExtra(c, k, v)
 		}
 		if bit != 0 {

@@ -932,6 +932,14 @@ func FuzzAssemble(f *testing.F) {
 		if readErr != nil && err == nil {
 			t.Fatalf("ReadFrom failed (%v) but Assemble succeeded", readErr)
 		}
+		// The template fast path must not change anything.
+		slow := NewChatStream(1 << 20)
+		slow.fullParse = true
+		_, slowReadErr := slow.ReadFrom(bytes.NewReader(in))
+		slowOut, slowErr := slow.Assemble()
+		if (slowErr == nil) != (err == nil) || !bytes.Equal(slowOut, out) || (slowReadErr == nil) != (readErr == nil) || slow.Len() != s.Len() {
+			t.Fatalf("fast path differs: %s (%v, %v) vs full parse %s (%v, %v)", out, err, readErr, slowOut, slowErr, slowReadErr)
+		}
 		if err != nil {
 			return
 		}

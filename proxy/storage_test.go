@@ -79,3 +79,28 @@ func FuzzReplayRoundTrip(f *testing.F) {
 		replayRoundTrip(t, pieces)
 	})
 }
+
+// TestTemplateMatchesFullParse streams chunks that differ only inside the
+// content string, with bodies that are and are not plain, and requires the
+// fast path to assemble (or fail) exactly as the full parse does.
+func TestTemplateMatchesFullParse(t *testing.T) {
+	bodies := []string{`Hello`, ` world`, `\"quoted\"`, `\\`, `caf\u00e9`, `\ud83d\ude00`, "é", `\ud800`, "\xff", `a"b`, `x\`, `\q`, `\u12`, "\x01", ``, `\/\b\f\n\r\t`}
+	for i := range bodies {
+		for j := range bodies {
+			var in bytes.Buffer
+			for _, b := range []string{bodies[i], bodies[j], bodies[i]} {
+				in.WriteString(`data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` + b + `"},"finish_reason":null}]}` + "\n\n")
+			}
+			in.WriteString("data: [DONE]\n\n")
+			fast, slow := NewChatStream(1<<20), NewChatStream(1<<20)
+			slow.fullParse = true
+			_, ferr := fast.ReadFrom(bytes.NewReader(in.Bytes()))
+			_, serr := slow.ReadFrom(bytes.NewReader(in.Bytes()))
+			fo, foErr := fast.Assemble()
+			so, soErr := slow.Assemble()
+			if (ferr == nil) != (serr == nil) || (foErr == nil) != (soErr == nil) || !bytes.Equal(fo, so) {
+				t.Errorf("bodies %q, %q: fast %s (%v/%v), full %s (%v/%v)", bodies[i], bodies[j], fo, ferr, foErr, so, serr, soErr)
+			}
+		}
+	}
+}
