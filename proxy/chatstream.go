@@ -107,10 +107,10 @@ type ChatStream struct {
 	last   []byte      // the previous event's data, whole
 	// fullParse turns off the template fast path (tests compare the two).
 	fullParse bool
-	done   bool
-	err    error
-	rd     *sse.Reader
-	acc    chatAcc
+	done      bool
+	err       error
+	rd        *sse.Reader
+	acc       chatAcc
 }
 
 // storedEvent is one event's data as the previous event's first pre bytes,
