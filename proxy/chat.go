@@ -390,7 +390,7 @@ func (rn *run) release(t turn, body, completion []byte, modified bool) {
 				err = http.NewResponseController(w).Flush()
 			}
 		} else {
-			err = t.held.replay(w)
+			err = t.held.replay(w, &rn.s.writers)
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")

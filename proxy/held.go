@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"sync"
 )
 
 // heldStream is an upstream SSE response held whole until its verdicts pass.
@@ -27,8 +28,17 @@ func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
 }
 
 // replay releases the upstream events one for one.
-func (h *heldStream) replay(w http.ResponseWriter) error {
-	bw := bufio.NewWriterSize(w, 32<<10)
+func (h *heldStream) replay(w http.ResponseWriter, pool *sync.Pool) error {
+	bw, _ := pool.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(w, 32<<10)
+	} else {
+		bw.Reset(w)
+	}
+	defer func() {
+		bw.Reset(nil) // drop the ResponseWriter
+		pool.Put(bw)
+	}()
 	if err := h.cs.WriteOriginal(bw); err != nil {
 		return err
 	}

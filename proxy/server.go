@@ -101,6 +101,9 @@ type Server struct {
 	wg       sync.WaitGroup
 	stop     context.CancelFunc
 	closing  atomic.Bool
+	// writers recycles the 32 KiB buffers that replay held streams: one
+	// per released stream would otherwise be allocated and zeroed.
+	writers sync.Pool
 }
 
 // New returns a Server; call Start to run its session sweeper and Close to
