@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -20,6 +21,10 @@ import (
 type Context struct {
 	raw   []byte
 	point Point
+	// top indexes the top-level members on first use, so that reading a
+	// member after megabytes of messages does not walk them on every Get.
+	once sync.Once
+	top  envMembers
 }
 
 // Raw returns the context's wire JSON. It belongs to the receiver.
@@ -28,11 +33,41 @@ func (c *Context) Raw() []byte { return c.raw }
 // Point returns the interception point of the context.
 func (c *Context) Point() Point { return c.point }
 
-// Get reads a member with gjson path syntax, e.g. "tool_call.name".
-func (c *Context) Get(path string) gjson.Result { return gjson.GetBytes(c.raw, path) }
+// Get reads a member with gjson path syntax, e.g. "tool_call.name". The
+// result shares Raw's memory, so Raw must not be modified while it is used.
+func (c *Context) Get(path string) gjson.Result {
+	head, rest, nested := strings.Cut(path, ".")
+	if !plainName(head) {
+		return gjson.Get(c.view(), path) // escapes, wildcards, modifiers
+	}
+	c.once.Do(func() { c.top = envIndexInto(make(envMembers, 0, 16), c.raw) })
+	v := c.top.Raw(head)
+	if v == "" {
+		return gjson.Result{}
+	}
+	if nested {
+		return gjson.Get(v, rest)
+	}
+	return gjson.Parse(v)
+}
 
 // Target returns the context's target member.
-func (c *Context) Target() gjson.Result { return gjson.GetBytes(c.raw, "target") }
+func (c *Context) Target() gjson.Result { return c.Get("target") }
+
+func (c *Context) view() string { return unsafe.String(unsafe.SliceData(c.raw), len(c.raw)) }
+
+// plainName reports whether s is a member name gjson reads literally.
+func plainName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // ParseContext wraps wire JSON received from elsewhere (a test or a remote
 // host) after the §4 envelope check.
