@@ -55,7 +55,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
 		return
 	}
-	body, err := readAllSized(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
+	body, err := s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -287,7 +287,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			return turn{}, false
 		}
 	} else {
-		t.completion, err = readAllSized(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
+		t.completion, err = s.readBody(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
 			if ctx.Err() != nil {
@@ -409,16 +409,28 @@ func (rn *run) failClosed(ev points.Event, detail string) {
 	rn.blocked(res)
 }
 
-// readAllSized is io.ReadAll with the buffer sized from a declared length
-// (when it is within limit), so a 32 KB body is read into one allocation
-// instead of a doubling series that allocates about four times its size.
-func readAllSized(r io.Reader, declared, limit int64) ([]byte, error) {
-	if declared <= 0 || declared > limit {
-		return io.ReadAll(r)
+// readBody is io.ReadAll into one exactly sized allocation: with a declared
+// length within limit it reads straight into a buffer of that size;
+// otherwise it reads into a pooled buffer and copies the result out. (A
+// doubling series from 512 bytes allocates about four times the body.)
+func (s *Server) readBody(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared > 0 && declared <= limit {
+		b := bytes.NewBuffer(make([]byte, 0, declared+bytes.MinRead))
+		_, err := b.ReadFrom(r)
+		return b.Bytes(), err
 	}
-	b := bytes.NewBuffer(make([]byte, 0, declared+bytes.MinRead))
+	b, _ := s.reads.Get().(*bytes.Buffer)
+	if b == nil {
+		b = bytes.NewBuffer(make([]byte, 0, 64<<10))
+	}
+	defer func() {
+		if b.Cap() <= 1<<20 { // do not pin outsized buffers
+			b.Reset()
+			s.reads.Put(b)
+		}
+	}()
 	_, err := b.ReadFrom(r)
-	return b.Bytes(), err
+	return bytes.Clone(b.Bytes()), err
 }
 
 // checkChatRequest validates the parts of a chat request the proxy relies

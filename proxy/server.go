@@ -104,6 +104,7 @@ type Server struct {
 	// writers recycles the 32 KiB buffers that replay held streams: one
 	// per released stream would otherwise be allocated and zeroed.
 	writers sync.Pool
+	reads   sync.Pool // *bytes.Buffer for bodies of unknown length
 }
 
 // New returns a Server; call Start to run its session sweeper and Close to
