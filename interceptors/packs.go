@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"math/bits"
 	"regexp"
 	"slices"
 	"strings"
@@ -47,6 +48,42 @@ func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int
 }
 
 // spans returns the confirmed, non-overlapping matches of p in t.
+// foldedContains reports whether t contains sub (lower-case ASCII letters)
+// ignoring ASCII case, without allocating: it looks for both cases of
+// sub's rarest letter with the vectorised IndexByte and compares around
+// each hit.
+func (t *text) foldedContains(sub string) bool {
+	l := newLiteral(sub)
+	for _, c := range [2]byte{sub[l.rare], sub[l.rare] &^ 0x20} {
+		for from := l.rare; from < len(t.s); {
+			j := strings.IndexByte(t.s[from:], c)
+			if j < 0 {
+				break
+			}
+			if start := from + j - l.rare; start+len(sub) <= len(t.s) && equalFoldLower(t.s[start:start+len(sub)], sub) {
+				return true
+			}
+			from += j + 1
+		}
+	}
+	return false
+}
+
+// equalFoldLower reports whether s equals the lower-case ASCII word sub
+// ignoring ASCII case.
+func equalFoldLower(s, sub string) bool {
+	for i := 0; i < len(sub); i++ {
+		c := s[i]
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != sub[i] {
+			return false
+		}
+	}
+	return true
+}
+
 func (p pattern) spans(t *text) [][2]int {
 	if p.pre != nil && !p.pre(t) {
 		return nil
@@ -103,9 +140,13 @@ func packPatterns(pack string) []pattern {
 		return p
 	}
 	has := func(subs ...string) func(*text) bool {
+		lits := make([]literal, len(subs))
+		for i, sub := range subs {
+			lits[i] = newLiteral(sub)
+		}
 		return func(t *text) bool {
-			for _, sub := range subs {
-				if strings.Contains(t.s, sub) {
+			for _, l := range lits {
+				if l.in(t.s) {
 					return true
 				}
 			}
@@ -122,7 +163,7 @@ func packPatterns(pack string) []pattern {
 			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
 			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
 			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
-			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return containsFold(t.s, "aws") && containsFold(t.s, "secret") }),
+			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return t.foldedContains("aws") && t.foldedContains("secret") }),
 			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
@@ -143,6 +184,51 @@ func packPatterns(pack string) []pattern {
 		}
 	}
 	return nil
+}
+
+// literal is a prefilter substring with the byte to search for first: the
+// one least frequent in prose, so the vectorised IndexByte stops rarely
+// (strings.Contains starts from the first byte, and "sk-" would stop at
+// every s of an answer).
+type literal struct {
+	s    string
+	rare int
+}
+
+// prose orders lower-case letters from most to least frequent in English.
+const prose = " etaoinshrdlcumwfgypbvkjxqz"
+
+func newLiteral(s string) literal {
+	rank := func(c byte) int { // higher is rarer
+		if i := strings.IndexByte(prose, c); i >= 0 {
+			return i
+		}
+		return len(prose) // capitals, digits, punctuation
+	}
+	l := literal{s: s}
+	for i := 1; i < len(s); i++ {
+		if rank(s[i]) >= rank(s[l.rare]) {
+			l.rare = i
+		}
+	}
+	return l
+}
+
+// in reports whether l.s occurs in s.
+func (l literal) in(s string) bool {
+	c := l.s[l.rare]
+	for from := l.rare; from < len(s); {
+		j := strings.IndexByte(s[from:], c)
+		if j < 0 {
+			return false
+		}
+		start := from + j - l.rare
+		if start+len(l.s) <= len(s) && s[start:start+len(l.s)] == l.s {
+			return true
+		}
+		from += j + 1
+	}
+	return false
 }
 
 // packNames lists the known packs.
@@ -299,6 +385,13 @@ func isSep(c byte) bool   { return c == ' ' || c == '-' || c == '.' }
 func maxDigitRun(s string) int {
 	best, run, gap := 0, 0, 0
 	for i := 0; i < len(s); i++ {
+		if run == 0 {
+			// Outside a run only a digit matters: skip to the next one
+			// eight bytes at a time (prose has few).
+			if i = nextDigit(s, i); i == len(s) {
+				break
+			}
+		}
 		c := s[i]
 		switch {
 		case isDigit(c):
@@ -318,33 +411,43 @@ func maxDigitRun(s string) int {
 // digits, as every IBAN starts.
 func hasIBANStart(t *text) bool {
 	s := t.s
-	for i := 0; i+3 < len(s); i++ {
-		if isUpper(s[i]) && isUpper(s[i+1]) && isDigit(s[i+2]) && isDigit(s[i+3]) {
+	for i := nextDigit(s, 2); i+1 < len(s); i = nextDigit(s, i+1) {
+		if isDigit(s[i+1]) && isUpper(s[i-2]) && isUpper(s[i-1]) {
 			return true
 		}
 	}
 	return false
+}
+
+// le64 loads s[i:i+8] little-endian (the compiler merges it into one load).
+func le64(s string, i int) uint64 {
+	_ = s[i+7]
+	return uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+}
+
+// nextDigit returns the index of the first ASCII digit in s at or after i,
+// or len(s), testing eight bytes at a time.
+func nextDigit(s string, i int) int {
+	const (
+		ones  = 0x0101010101010101
+		highs = 0x8080808080808080
+	)
+	for ; i+8 <= len(s); i += 8 {
+		x := le64(s, i)
+		// A byte b (< 0x80) is a digit when b+0x50 sets bit 7 (b >= 0x30)
+		// and b+0x46 does not (b <= 0x39); bytes >= 0x80 are masked out.
+		y := x &^ highs
+		if t := (y + 0x50*ones) &^ (y + 0x46*ones) &^ x & highs; t != 0 {
+			return i + bits.TrailingZeros64(t)>>3
+		}
+	}
+	for ; i < len(s); i++ {
+		if isDigit(s[i]) {
+			return i
+		}
+	}
+	return len(s)
 }
 
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
-
-// containsFold reports whether s contains the lower-case ASCII word sub,
-// ignoring ASCII case, without allocating.
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		j := 0
-		for ; j < len(sub); j++ {
-			c := s[i+j]
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-		}
-		if j == len(sub) {
-			return true
-		}
-	}
-	return false
-}
