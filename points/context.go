@@ -227,6 +227,9 @@ type Session struct {
 	head    []byte // pre-rendered "agent" and "session" members
 	seq     atomic.Int64
 	started time.Time
+
+	headOnce sync.Once
+	headErr  error // checkHead's verdict on head
 }
 
 // NewSession starts a session whose first emission gets sequence 0.
@@ -439,20 +442,8 @@ func validateEnvelope(raw []byte) error {
 	if !root.Has("target") {
 		return envErr("target", "missing")
 	}
-	if e := root.Get("extensions"); e.Exists() {
-		if !e.IsObject() {
-			return envErr("extensions", "must be an object")
-		}
-		var bad error
-		e.ForEach(func(k, _ gjson.Result) bool {
-			if !extensionNS.MatchString(k.Str) {
-				bad = envErr("extensions", "namespace must match ^[a-z][a-z0-9_]*$")
-			}
-			return bad == nil
-		})
-		if bad != nil {
-			return bad
-		}
+	if err := validateExtensions(root); err != nil {
+		return err
 	}
 	if err := validateConditional(root, p); err != nil {
 		return err
@@ -469,6 +460,87 @@ func validateEnvelope(raw []byte) error {
 }
 
 var extensionNS = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+func validateExtensions(root envMembers) error {
+	e := root.Get("extensions")
+	if !e.Exists() {
+		return nil
+	}
+	if !e.IsObject() {
+		return envErr("extensions", "must be an object")
+	}
+	var bad error
+	e.ForEach(func(k, _ gjson.Result) bool {
+		if !extensionNS.MatchString(k.Str) {
+			bad = envErr("extensions", "namespace must match ^[a-z][a-z0-9_]*$")
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// validateBuilt is validateEnvelope, with the same errors in the same
+// order, for a context s.build made from ev at now. What build writes
+// itself is valid by construction (spec, a sequence number, a timestamp
+// for years 0-9999, target as a copy of its member), and the agent and
+// session members are checked once per session, so only the members the
+// event and session brought are read, from their own bytes, with no walk
+// over the whole context.
+func validateBuilt(s *Session, ev Event, now time.Time) error {
+	if !ev.Point.Valid() {
+		return envErr("interception_point", "missing or unknown")
+	}
+	if y := now.UTC().Year(); y < 0 || y > 9999 {
+		return envErr("timestamp", "must be an RFC 3339 date-time")
+	}
+	if err := s.checkHead(); err != nil {
+		return err
+	}
+	var buf [16]envMember // on the stack, like validateEnvelope's index
+	root := envMembers(buf[:0])
+	for _, ms := range [2][]Member{s.extra, ev.Members} {
+		for _, m := range ms {
+			if !root.Has(m.Key) && !coreMember(m.Key) {
+				v := m.Value
+				if len(v) == 0 {
+					v = []byte("null")
+				}
+				root = append(root, envMember{m.Key, unsafe.String(unsafe.SliceData(v), len(v))})
+			}
+		}
+	}
+	if err := validateExtensions(root); err != nil {
+		return err
+	}
+	return validateConditional(root, ev.Point)
+}
+
+// coreMember reports whether build writes the member itself (first, so a
+// copy among the event's members is the second of a duplicate name, which
+// the encoding check refuses).
+func coreMember(k string) bool {
+	switch k {
+	case "spec", "interception_point", "timestamp", "sequence", "agent", "session", "target":
+		return true
+	}
+	return false
+}
+
+// checkHead is validateEnvelope's agent and session checks on the session's
+// pre-rendered members, made once.
+func (s *Session) checkHead() error {
+	s.headOnce.Do(func() {
+		switch {
+		case s.agent.ID == "":
+			s.headErr = envErr("agent.id", "must be a non-empty string")
+		case !validFramework(s.agent.Framework):
+			s.headErr = envErr("agent.framework", "must match ^[a-z0-9_-]+$")
+		case s.id == "":
+			s.headErr = envErr("session.id", "must be a non-empty string")
+		}
+	})
+	return s.headErr
+}
 
 func isNonNegInt(raw string) bool {
 	if raw == "" {

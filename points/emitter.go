@@ -188,7 +188,9 @@ func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
 	if err != nil {
 		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
-	return e.emitRaw(ctx, ev.Point, raw, start, &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: string(appendTimestamp(make([]byte, 0, 24), now)), trace: traceOf(ev, s)})
+	facts := &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: string(appendTimestamp(make([]byte, 0, 24), now)), trace: traceOf(ev, s),
+		built: s, ev: ev, now: now}
+	return e.emitRaw(ctx, ev.Point, raw, start, facts)
 }
 
 // EmitContext runs one emission over a complete wire context built by the
@@ -230,6 +232,11 @@ type envelopeFacts struct {
 	sequence  int64
 	timestamp string
 	trace     gjson.Result
+	// built is set when s.build made the context from ev at now, so the
+	// envelope check can skip what build guarantees (validateBuilt).
+	built *Session
+	ev    Event
+	now   time.Time
 }
 
 // traceOf finds the trace member among an event's or session's members.
@@ -264,7 +271,13 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			}
 		}
 		if !rejected {
-			if err := validateEnvelope(raw); err != nil {
+			var err error
+			if facts != nil && facts.built != nil {
+				err = validateBuilt(facts.built, facts.ev, facts.now)
+			} else {
+				err = validateEnvelope(raw)
+			}
+			if err != nil {
 				out, rejected = synthesized(ReasonContextInvalid, err.Error()), true
 			}
 		}
