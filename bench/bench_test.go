@@ -33,7 +33,7 @@ func servers(tb testing.TB, chunk int) (*Upstream, map[string]string) {
 			tb.Fatal(err)
 		}
 		s := httptest.NewServer(hp.App.Server)
-		tb.Cleanup(func() { s.Close(); hp.App.Server.Close() })
+		tb.Cleanup(func() { s.Close(); hp.Close() })
 		bases[t] = s.URL
 	}
 	return up, bases
@@ -71,7 +71,7 @@ func TestPolicyAllowsBenchText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer hp.App.Server.Close()
+	defer hp.Close()
 	ps := httptest.NewServer(hp.App.Server)
 	defer ps.Close()
 	for _, size := range sizes {

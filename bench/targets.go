@@ -16,10 +16,16 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hooksproxy/hooksproxy/app"
+	"github.com/hooksproxy/hooksproxy/audit"
+	"github.com/hooksproxy/hooksproxy/metrics"
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -108,22 +114,46 @@ func Config(target, upstream string) ([]byte, error) {
 // Hooksproxy is a built hooksproxy with a record counter.
 type Hooksproxy struct {
 	App *app.App
-	// Records counts the InterceptionRecords emitted (they are built as in
-	// production, then dropped).
+	// Records counts the InterceptionRecords emitted.
 	Records *atomic.Int64
+	file    *audit.Sink
+	dir     string
+}
+
+// Close stops the proxy and removes its records.
+func (h *Hooksproxy) Close() {
+	h.App.Server.Close()
+	_ = h.file.Close()
+	_ = os.RemoveAll(h.dir)
 }
 
 // NewHooksproxy builds hooksproxy for target (AllowAll or Policy) in front
-// of upstream and starts its session sweeper. Records go to a counting
-// sink so their construction is part of the cost, as it is in production.
-// log receives the proxy's logs; nil discards them.
+// of upstream and starts its session sweeper. It is wired as `serve` wires
+// it: Prometheus metrics, the in-memory record ring, and a JSONL records
+// file (in a temporary directory, rotated at 64 MiB with one backup so a
+// long run stays bounded); a counter sees every record too. log receives
+// the proxy's logs; nil discards them. Close removes the records.
 func NewHooksproxy(target, upstream string, log *slog.Logger) (*Hooksproxy, error) {
 	cfg, err := Config(target, upstream)
 	if err != nil {
 		return nil, err
 	}
+	m, err := metrics.New(prometheus.NewRegistry())
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "hooksbench-records-")
+	if err != nil {
+		return nil, err
+	}
+	file, err := audit.OpenFile(filepath.Join(dir, "records.jsonl"), audit.WithReporter(m), audit.WithRotation(64<<20, 1))
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	n := &atomic.Int64{}
-	opts := app.Options{Logger: log, Sink: points.RecordSinkFunc(func(*points.Record) { n.Add(1) })}
+	sink := audit.NewFanout(audit.NewRing(10000), file, points.RecordSinkFunc(func(*points.Record) { n.Add(1) }))
+	opts := app.Options{Logger: log, Sink: sink, Observer: m, ProxyMetrics: m}
 	c, err := app.Parse(cfg, "bench-"+target+".yaml", opts)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %s config: %w", target, err)
@@ -133,7 +163,7 @@ func NewHooksproxy(target, upstream string, log *slog.Logger) (*Hooksproxy, erro
 		return nil, fmt.Errorf("bench: %s: %w", target, err)
 	}
 	a.Server.Start()
-	return &Hooksproxy{App: a, Records: n}, nil
+	return &Hooksproxy{App: a, Records: n, file: file, dir: dir}, nil
 }
 
 // NewTransport returns the upstream transport the bare proxy uses: the same

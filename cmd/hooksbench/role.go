@@ -72,7 +72,7 @@ func serveRole(a roleArgs, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 1
 		}
 		h, counter = hp.App.Server, hp.Records.Load
-		cleanup = hp.App.Server.Close
+		cleanup = hp.Close
 	default:
 		fmt.Fprintf(stderr, "hooksbench: unknown role %q\n", a.role)
 		return 2
