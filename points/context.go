@@ -37,8 +37,10 @@ func (c *Context) Point() Point { return c.point }
 // result shares Raw's memory, so Raw must not be modified while it is used.
 func (c *Context) Get(path string) gjson.Result {
 	head, rest, nested := strings.Cut(path, ".")
-	if !plainName(head) {
-		return gjson.Get(c.view(), path) // escapes, wildcards, modifiers
+	if len(c.raw) < indexContextsFrom || !plainName(head) {
+		// A small context is read faster than it is indexed; escapes,
+		// wildcards and modifiers need gjson's whole path syntax.
+		return gjson.Get(c.view(), path)
 	}
 	c.once.Do(func() { c.top = envIndexInto(make(envMembers, 0, 16), c.raw) })
 	v := c.top.Raw(head)
@@ -53,6 +55,9 @@ func (c *Context) Get(path string) gjson.Result {
 
 // Target returns the context's target member.
 func (c *Context) Target() gjson.Result { return c.Get("target") }
+
+// indexContextsFrom is the context size from which Get indexes members.
+const indexContextsFrom = 8 << 10
 
 func (c *Context) view() string { return unsafe.String(unsafe.SliceData(c.raw), len(c.raw)) }
 

@@ -2,6 +2,7 @@ package points
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -91,6 +92,8 @@ func TestContextGetMatchesGjson(t *testing.T) {
 		`"agent":{"id":"a\"1","framework":"fw"},"session":{"id":"s"},"model":{"id":"m","params":{"t":0.5}},` +
 		`"response":{"content":"long \"text\" \u00e9","tool_calls":[{"id":"c1","name":"n","args":{"k":[1,2]}}],"finish_reason":"stop"},` +
 		`"usage":{"prompt_tokens":12,"completion_tokens":7},"a.b":{"c":1},"target":{"content":"x","tool_calls":[],"finish_reason":"stop"}}`)
+	// Padded past indexContextsFrom so the index path is the one tested.
+	raw = append(raw[:len(raw)-1], []byte(`,"pad":"`+strings.Repeat("x", indexContextsFrom)+`"}`)...)
 	c := &Context{raw: raw, point: PostModelCall}
 	for _, p := range []string{"spec", "sequence", "agent.id", "agent", "model.params.t", "response.content", "response.tool_calls.0.args.k.1",
 		"response.tool_calls.#", "response.tool_calls.#.id", "usage.prompt_tokens", "missing", "missing.x", "target", `a\.b.c`, "agent.*", "response.tool_calls|@reverse", ""} {
