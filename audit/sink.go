@@ -575,6 +575,9 @@ func encode(r *points.Record) ([]byte, error) {
 	if r == nil {
 		return nil, errors.New("nil record")
 	}
+	if line, ok := appendRecord(make([]byte, 0, 512), r); ok {
+		return line, nil
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
