@@ -18,103 +18,117 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 	if len(v.Warnings) > 0 || v.Approval != nil || v.Transform != nil || len(v.Evidence) > 0 || len(v.ResultLabels) > 0 {
 		return b, false
 	}
-	ok := true
-	str := func(s string) {
-		if !plain(s) {
-			ok = false
-			return
-		}
-		b = append(b, '"')
-		b = append(b, s...)
-		b = append(b, '"')
-	}
-	optStr := func(key, s string) {
-		if s != "" {
-			b = append(b, `,"`+key+`":`...)
-			str(s)
-		}
-	}
-	ptrStr := func(key string, s *string) {
-		b = append(b, `,"`+key+`":`...)
-		if s == nil {
-			b = append(b, "null"...)
-		} else {
-			str(*s)
-		}
-	}
-	b = append(b, `{"interception_point":`...)
+	w := recWriter{b: b, ok: true}
+	str, optStr, ptrStr := w.str, w.optStr, w.ptrStr
+	w.b = append(w.b, `{"interception_point":`...)
 	str(string(r.InterceptionPoint))
-	b = append(b, `,"mode":`...)
+	w.b = append(w.b, `,"mode":`...)
 	str(string(r.Mode))
-	b = append(b, `,"verdict":{"decision":`...)
+	w.b = append(w.b, `,"verdict":{"decision":`...)
 	str(string(v.Decision))
 	optStr("reason", v.Reason)
 	optStr("message", v.Message)
-	b = append(b, '}')
+	w.b = append(w.b, '}')
 	ptrStr("input_identity", r.InputIdentity)
 	ptrStr("enforced_identity", r.EnforcedIdentity)
 	ptrStr("identity_provider", r.IdentityProvider)
-	b = append(b, `,"session_id":`...)
+	w.b = append(w.b, `,"session_id":`...)
 	str(r.SessionID)
-	b = append(b, `,"sequence":`...)
-	b = strconv.AppendInt(b, r.Sequence, 10)
+	w.b = append(w.b, `,"sequence":`...)
+	w.b = strconv.AppendInt(w.b, r.Sequence, 10)
 	optStr("timestamp", r.Timestamp)
 	if r.Trace != nil {
-		b = append(b, `,"trace":{`...)
-		n := len(b)
+		w.b = append(w.b, `,"trace":{`...)
+		n := len(w.b)
 		if r.Trace.TraceID != "" {
-			b = append(b, `"trace_id":`...)
+			w.b = append(w.b, `"trace_id":`...)
 			str(r.Trace.TraceID)
 		}
 		if r.Trace.SpanID != "" {
-			if len(b) > n {
-				b = append(b, ',')
+			if len(w.b) > n {
+				w.b = append(w.b, ',')
 			}
-			b = append(b, `"span_id":`...)
+			w.b = append(w.b, `"span_id":`...)
 			str(r.Trace.SpanID)
 		}
-		b = append(b, '}')
+		w.b = append(w.b, '}')
 	}
-	b = append(b, `,"decided_by":`...)
+	w.b = append(w.b, `,"decided_by":`...)
 	if r.DecidedBy == nil {
-		b = append(b, "null"...)
+		w.b = append(w.b, "null"...)
 	} else {
-		b = strconv.AppendInt(b, int64(*r.DecidedBy), 10)
+		w.b = strconv.AppendInt(w.b, int64(*r.DecidedBy), 10)
 	}
 	c := &r.Composition
-	b = append(b, `,"composition":{"profile":`...)
+	w.b = append(w.b, `,"composition":{"profile":`...)
 	str(c.Profile)
 	optStr("on_approval", c.OnApproval)
 	optStr("on_disagreement", c.OnDisagreement)
 	optStr("on_transform_conflict", c.OnTransformConflict)
-	b = append(b, '}')
+	w.b = append(w.b, '}')
 	optStr("declaration", r.Declaration)
 	if len(r.Verdicts) > 0 {
-		b = append(b, `,"verdicts":[`...)
+		w.b = append(w.b, `,"verdicts":[`...)
 		for i, s := range r.Verdicts {
 			if i > 0 {
-				b = append(b, ',')
+				w.b = append(w.b, ',')
 			}
-			b = append(b, `{"index":`...)
-			b = strconv.AppendInt(b, int64(s.Index), 10)
-			b = append(b, `,"decision":`...)
+			w.b = append(w.b, `{"index":`...)
+			w.b = strconv.AppendInt(w.b, int64(s.Index), 10)
+			w.b = append(w.b, `,"decision":`...)
 			str(string(s.Decision))
 			optStr("reason", s.Reason)
 			optStr("name", s.Name)
-			b = append(b, '}')
+			w.b = append(w.b, '}')
 		}
-		b = append(b, ']')
+		w.b = append(w.b, ']')
 	}
 	if r.FoldTruncated != nil {
-		b = append(b, `,"fold_truncated":`...)
-		b = strconv.AppendBool(b, *r.FoldTruncated)
+		w.b = append(w.b, `,"fold_truncated":`...)
+		w.b = strconv.AppendBool(w.b, *r.FoldTruncated)
 	}
 	optStr("resolved_by", r.ResolvedBy)
-	b = append(b, `,"interceptors_registered":`...)
-	b = strconv.AppendInt(b, int64(r.InterceptorsRegistered), 10)
+	w.b = append(w.b, `,"interceptors_registered":`...)
+	w.b = strconv.AppendInt(w.b, int64(r.InterceptorsRegistered), 10)
 	optStr("request_id", r.RequestID)
-	b = append(b, "}\n"...)
-	return b, ok
+	w.b = append(w.b, "}\n"...)
+	return w.b, w.ok
+}
+
+// recWriter is appendRecord's buffer and its verdict on the strings.
+type recWriter struct {
+	b  []byte
+	ok bool
+}
+
+func (w *recWriter) str(s string) {
+	if !plain(s) {
+		w.ok = false
+		return
+	}
+	w.b = append(w.b, '"')
+	w.b = append(w.b, s...)
+	w.b = append(w.b, '"')
+}
+
+func (w *recWriter) optStr(key, s string) {
+	if s != "" {
+		w.b = append(w.b, ',', '"')
+		w.b = append(w.b, key...)
+		w.b = append(w.b, '"', ':')
+		w.str(s)
+	}
+}
+
+func (w *recWriter) ptrStr(key string, s *string) {
+	w.b = append(w.b, ',', '"')
+	w.b = append(w.b, key...)
+	w.b = append(w.b, '"', ':')
+	if s == nil {
+		w.b = append(w.b, "null"...)
+	} else {
+		w.str(*s)
+	}
 }
 
 // plain reports whether s is printable ASCII without '"' or '\\', which
