@@ -192,10 +192,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				modified = true
 			}
 		}
-		rn.release(t, body, completion, modified)
-		if final {
-			rn.end("completed", false)
-		}
+		rn.release(t, body, completion, modified, final)
 		return
 	}
 }
@@ -359,7 +356,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 // release writes the permitted response: the upstream events one for one
 // when nothing changed, otherwise events re-derived from the verdicted
 // completion (rendered first, so a failure is known before any byte).
-func (rn *run) release(t turn, body, completion []byte, modified bool) {
+//
+// A final answer ends a header-less run: its agent_shutdown is emitted once
+// the answer can no longer fail and before any byte of it is written, so
+// the run's records are complete by the time the client has the answer.
+func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 	w := rn.w
 	var rendered []byte
 	var err error
@@ -378,28 +379,39 @@ func (rn *run) release(t turn, body, completion []byte, modified bool) {
 			return
 		}
 	}
+	if final {
+		rn.end("completed", false)
+	}
 	copyHeaders(w.Header(), t.resp.Header)
 	if t.held != nil {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
-		w.WriteHeader(t.resp.StatusCode)
 		if modified {
-			_, err = w.Write(rendered)
-			if err == nil {
-				err = http.NewResponseController(w).Flush()
-			}
+			err = writeWhole(w, t.resp.StatusCode, rendered)
 		} else {
-			err = t.held.replay(w, &rn.s.writers)
+			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers)
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(t.resp.StatusCode)
-		_, err = w.Write(completion)
+		err = writeWhole(w, t.resp.StatusCode, completion)
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
+}
+
+// writeWhole sends a held answer with its length and flushes it, so the
+// client has all of it at once: the work that follows the answer (the
+// header-less run's agent_shutdown, its record) is then off the client's
+// path, as it cannot change what was released.
+func writeWhole(w http.ResponseWriter, status int, body []byte) error {
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	return http.NewResponseController(w).Flush()
 }
 
 // failClosed answers a host-side failure after a permitted verdict (a

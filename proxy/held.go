@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net/http"
@@ -27,25 +26,23 @@ func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
 	return &heldStream{cs: cs}, completion, nil
 }
 
-// replay releases the upstream events one for one.
-func (h *heldStream) replay(w http.ResponseWriter, pool *sync.Pool) error {
-	bw, _ := pool.Get().(*bufio.Writer)
-	if bw == nil {
-		bw = bufio.NewWriterSize(w, 32<<10)
-	} else {
-		bw.Reset(w)
+// replay releases the upstream events one for one, rendered first into a
+// pooled buffer so the answer goes out whole, with its length.
+func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool) error {
+	b, _ := pool.Get().(*bytes.Buffer)
+	if b == nil {
+		b = new(bytes.Buffer)
 	}
 	defer func() {
-		bw.Reset(nil) // drop the ResponseWriter
-		pool.Put(bw)
+		if b.Cap() <= 4<<20 { // do not pin outsized buffers
+			b.Reset()
+			pool.Put(b)
+		}
 	}()
-	if err := h.cs.WriteOriginal(bw); err != nil {
+	if err := h.cs.WriteOriginal(b); err != nil {
 		return err
 	}
-	if err := bw.Flush(); err != nil {
-		return err
-	}
-	return http.NewResponseController(w).Flush()
+	return writeWhole(w, status, b.Bytes())
 }
 
 // render derives the SSE events of the verdicted completion into memory,

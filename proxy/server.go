@@ -101,8 +101,8 @@ type Server struct {
 	wg       sync.WaitGroup
 	stop     context.CancelFunc
 	closing  atomic.Bool
-	// writers recycles the 32 KiB buffers that replay held streams: one
-	// per released stream would otherwise be allocated and zeroed.
+	// writers recycles the buffers that replay held streams: one per
+	// released stream would otherwise be allocated and grown.
 	writers sync.Pool
 	reads   sync.Pool // *bytes.Buffer for bodies of unknown length
 }
