@@ -41,3 +41,17 @@ func BenchmarkCEL(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCELPreModel is the bench policy's model guard on a context with
+// a short history: the rule reads model.id and the message count only.
+func BenchmarkCELPreModel(b *testing.B) {
+	ic := build(b, KindCEL, `{"rules":[{"when":"ctx.model.id.startsWith(\"o1-\") || size(ctx.messages) > 256","verdict":{"decision":"deny"}}]}`)
+	msg := strings.Repeat("lorem ipsum dolor sit amet ", 10)
+	c := preModel(b, "gpt-4o", `[{"role":"system","content":"`+msg+`"},{"role":"user","content":"`+msg+`"},{"role":"assistant","content":"`+msg+`"},{"role":"user","content":"`+msg+`"}]`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ic.Intercept(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

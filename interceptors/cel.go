@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 	"github.com/tidwall/gjson"
 
@@ -55,7 +57,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		}
 		cost = uint64(*c.CostLimit)
 	}
-	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
+	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
 	if err != nil {
 		return nil, fmt.Errorf("interceptors: cel environment: %w", err)
 	}
@@ -121,25 +123,46 @@ func (x *CEL) Intercept(ctx context.Context, c *points.Context) (points.Verdict,
 	return points.Allow(), nil
 }
 
-// lazyActivation binds ctx to the context, decoded on first use and then
-// shared by every rule of the call.
+// lazyActivation binds ctx to the context. The context is not decoded:
+// jsonAdapter turns a JSON value into a CEL value only when an expression
+// reaches it, so a rule on model.id never walks a long message history.
 type lazyActivation struct {
-	raw     []byte
-	decoded bool
-	ctx     any
+	raw []byte
+	ctx ref.Val // the root, adapted on first use and shared by every rule
 }
 
 func (a *lazyActivation) ResolveName(name string) (any, bool) {
 	if name != "ctx" {
 		return nil, false
 	}
-	if !a.decoded {
-		a.ctx, a.decoded = celValue(gjson.ParseBytes(a.raw)), true
+	if a.ctx == nil {
+		a.ctx = jsonAdapter{}.NativeToValue(gjson.ParseBytes(a.raw))
 	}
 	return a.ctx, true
 }
 
 func (a *lazyActivation) Parent() interpreter.Activation { return nil }
+
+// jsonAdapter adapts gjson values for CEL one level at a time: an object
+// becomes a map and an array a list whose members are adapted (by this
+// adapter) when read. Everything else goes to CEL's default adapter.
+type jsonAdapter struct{}
+
+func (a jsonAdapter) NativeToValue(v any) ref.Val {
+	r, ok := v.(gjson.Result)
+	if !ok {
+		return types.DefaultTypeAdapter.NativeToValue(v)
+	}
+	if r.IsArray() {
+		return types.NewDynamicList(a, r.Array())
+	}
+	if r.IsObject() {
+		m := make(map[string]any, 16)
+		r.ForEach(func(k, v gjson.Result) bool { m[k.Str] = v; return true }) // the last duplicate wins, as before
+		return types.NewStringInterfaceMap(a, m)
+	}
+	return types.DefaultTypeAdapter.NativeToValue(celValue(r))
+}
 
 // celValue converts JSON to the Go values CEL adapts natively: integers
 // become int64 (so ctx.sequence == 3 holds), other numbers float64.

@@ -2,8 +2,14 @@ package interceptors
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+
+	"cel.dev/cel-go/cel"
+	"github.com/tidwall/gjson"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -95,24 +101,66 @@ func TestCELRuntimeErrors(t *testing.T) {
 	}
 }
 
-// TestCELDecodesOnce: the context is decoded lazily, once per call, for
-// all rules.
-func TestCELDecodesOnce(t *testing.T) {
-	a := &lazyActivation{raw: []byte(`{"a":1}`)}
-	v1, _ := a.ResolveName("ctx")
-	v2, _ := a.ResolveName("ctx")
-	m1, m2 := v1.(map[string]any), v2.(map[string]any)
-	m1["probe"] = true
-	if _, ok := m2["probe"]; !ok {
-		t.Fatal("decoded twice")
+// TestCELLazyMatchesDecoded: expressions over the lazily adapted context
+// give what they gave over the fully decoded one (celValue), errors
+// included, and ResolveName only wraps the bytes.
+func TestCELLazyMatchesDecoded(t *testing.T) {
+	raw := []byte(`{"spec":"agent-hooks/0.1","sequence":3,"t":0.5,"big":18446744073709551616,"neg":-2,"n":null,"b":true,` +
+		`"model":{"id":"gpt-4o","params":{"temperature":0.2}},"dup":1,"dup":2,` +
+		`"messages":[{"role":"system","content":"be nice"},{"role":"user","content":"hi \u00e9","extra":[1,2,{"x":"y"}]}]}`)
+	lazyEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, ok := a.ResolveName("other"); ok {
+	plainEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded := celValue(gjson.ParseBytes(raw))
+	for _, expr := range []string{
+		`ctx.sequence == 3`, `ctx.sequence + 1`, `ctx.t > 0.4`, `ctx.big > 1.0`, `ctx.neg < 0`, `ctx.n == null`, `ctx.b`,
+		`ctx.model.id.startsWith("gpt-")`, `ctx.model.params.temperature`, `ctx.model == {"id": "gpt-4o", "params": {"temperature": 0.2}}`,
+		`ctx.dup`, `size(ctx.messages)`, `ctx.messages[1].content`, `ctx.messages.exists(m, m.role == "system")`,
+		`ctx.messages.map(m, m.role)`, `"role" in ctx.messages[0]`, `has(ctx.model.vendor)`, `has(ctx.model.id)`,
+		`ctx.messages[1].extra[2].x == "y"`, `2 in ctx.messages[1].extra`, `size(ctx)`, `ctx.missing`, `ctx.messages[5]`,
+		`ctx.model.id + 1`, `ctx.messages.all(m, size(m.content) > 1)`, `ctx.spec.matches("^agent-hooks/")`,
+	} {
+		eval := func(env *cel.Env, ctxVal any) string {
+			ast, iss := env.Compile(expr)
+			if iss != nil && iss.Err() != nil {
+				return "compile: " + iss.Err().Error()
+			}
+			prg, err := env.Program(ast)
+			if err != nil {
+				return "program: " + err.Error()
+			}
+			v, _, err := prg.Eval(map[string]any{"ctx": ctxVal})
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			nv, err := v.ConvertToNative(reflect.TypeOf((*any)(nil)).Elem())
+			if err != nil {
+				return fmt.Sprintf("%v", v.Value())
+			}
+			b, _ := json.Marshal(nv)
+			return string(b)
+		}
+		got := eval(lazyEnv, (&lazyActivation{raw: raw}).mustResolve(t))
+		want := eval(plainEnv, decoded)
+		if got != want {
+			t.Errorf("%s: lazy %s, decoded %s", expr, got, want)
+		}
+	}
+	if _, ok := (&lazyActivation{raw: raw}).ResolveName("other"); ok {
 		t.Fatal("resolved an unknown name")
 	}
-	// Rules that never read ctx never decode it.
-	b := &lazyActivation{raw: []byte(`not json`)}
-	ic := build(t, KindCEL, `{"rules":[{"when":"1 == 2","verdict":{"decision":"deny"}}]}`).(*CEL)
-	if _, _, err := ic.rules[0].prg.ContextEval(context.Background(), b); err != nil || b.decoded {
-		t.Fatalf("err=%v decoded=%v", err, b.decoded)
+}
+
+func (a *lazyActivation) mustResolve(t *testing.T) any {
+	t.Helper()
+	v, ok := a.ResolveName("ctx")
+	if !ok {
+		t.Fatal("ctx not resolved")
 	}
+	return v
 }
