@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -532,8 +533,9 @@ func plainStringBody(b []byte) bool {
 				if i+6 > len(b) {
 					return false
 				}
-				if r, ok := unhex(b[i+2 : i+6]); !ok || r >= 0xD800 && r <= 0xDFFF {
-					return false
+				var d [2]byte
+				if _, err := hex.Decode(d[:], b[i+2:i+6]); err != nil || d[0] >= 0xD8 && d[0] <= 0xDF {
+					return false // not hex, or a surrogate (U+D800..U+DFFF)
 				}
 				i += 5
 			default:
@@ -550,22 +552,6 @@ func plainStringBody(b []byte) bool {
 	return true
 }
 
-func unhex(h []byte) (rune, bool) {
-	var r rune
-	for _, c := range h {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
 
 // bytesToString views b as a string without copying. Safe here because
 // the stored event data is never modified and no Result outlives the call
