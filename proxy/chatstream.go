@@ -552,7 +552,6 @@ func plainStringBody(b []byte) bool {
 	return true
 }
 
-
 // bytesToString views b as a string without copying. Safe here because
 // the stored event data is never modified and no Result outlives the call
 // that parsed it: whatever is kept is copied.
