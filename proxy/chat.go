@@ -140,6 +140,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
+		defer s.recycle(t.held) // after the answer is written
 		completion, modified := t.completion, t.modified
 		calls := gjson.ParseBytes(t.view.toolCalls).Array()
 		final := len(calls) == 0
@@ -388,28 +389,32 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
 		if modified {
-			err = writeWhole(w, t.resp.StatusCode, rendered)
+			err = writeWhole(w, t.resp.StatusCode, rendered, true)
 		} else {
 			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers)
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")
-		err = writeWhole(w, t.resp.StatusCode, completion)
+		err = writeWhole(w, t.resp.StatusCode, completion, false)
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
 }
 
-// writeWhole sends a held answer with its length and flushes it, so the
-// client has all of it at once: the work that follows the answer (the
-// header-less run's agent_shutdown, its record) is then off the client's
-// path, as it cannot change what was released.
-func writeWhole(w http.ResponseWriter, status int, body []byte) error {
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+// writeWhole sends a held answer in one write. It sets no Content-Length:
+// the answer then ends only when the handler returns, after the work that
+// follows it (a session end deferred to this request emits agent_shutdown
+// on the way out), so a client that has the whole answer also finds the
+// records of its run complete. A stream is flushed at once; its last
+// chunk still waits for the handler.
+func writeWhole(w http.ResponseWriter, status int, body []byte, flush bool) error {
 	w.WriteHeader(status)
 	if _, err := w.Write(body); err != nil {
 		return err
+	}
+	if !flush {
+		return nil
 	}
 	return http.NewResponseController(w).Flush()
 }

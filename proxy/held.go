@@ -15,7 +15,12 @@ type heldStream struct {
 // holdStream reads the upstream stream to [DONE] within the buffer limit
 // and assembles it; any failure fails closed before a byte is released.
 func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
-	cs := NewChatStream(s.opts.MaxBufferedResponseBytes)
+	cs, _ := s.streams.Get().(*ChatStream)
+	if cs == nil {
+		cs = NewChatStream(s.opts.MaxBufferedResponseBytes)
+	} else {
+		cs.Reset(s.opts.MaxBufferedResponseBytes)
+	}
 	if _, err := cs.ReadFrom(body); err != nil {
 		return nil, nil, err
 	}
@@ -26,8 +31,26 @@ func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
 	return &heldStream{cs: cs}, completion, nil
 }
 
+// recycle returns a released stream's buffers to the pool (not those of
+// an outsized stream, which would stay pinned). h must not be used after.
+func (s *Server) recycle(h *heldStream) {
+	if h == nil || h.cs == nil {
+		return
+	}
+	cs := h.cs
+	h.cs = nil
+	if cap(cs.data) > 1<<20 || cap(cs.last) > 1<<20 {
+		return
+	}
+	cs.Reset(0)
+	if cs.rd != nil {
+		cs.rd.Reset(nil) // drop the response body
+	}
+	s.streams.Put(cs)
+}
+
 // replay releases the upstream events one for one, rendered first into a
-// pooled buffer so the answer goes out whole, with its length.
+// pooled buffer so the answer goes out in one write.
 func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool) error {
 	b, _ := pool.Get().(*bytes.Buffer)
 	if b == nil {
@@ -42,7 +65,7 @@ func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool) 
 	if err := h.cs.WriteOriginal(b); err != nil {
 		return err
 	}
-	return writeWhole(w, status, b.Bytes())
+	return writeWhole(w, status, b.Bytes(), true)
 }
 
 // render derives the SSE events of the verdicted completion into memory,

@@ -105,6 +105,7 @@ type Server struct {
 	// released stream would otherwise be allocated and grown.
 	writers sync.Pool
 	reads   sync.Pool // *bytes.Buffer for bodies of unknown length
+	streams sync.Pool // *ChatStream, reused by holdStream
 }
 
 // New returns a Server; call Start to run its session sweeper and Close to
