@@ -336,3 +336,35 @@ func TestAppendTimestampMatchesFormat(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBuild is the context build alone: a pre_model_call context from
+// the raw bytes of a history (the event's members are not re-encoded).
+func BenchmarkBuild(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"1KB", 1 << 10}, {"1MB", 1 << 20}} {
+		chunk := strings.Repeat("lorem ipsum dolor sit amet ", size.n/27/10+1)
+		var msgs strings.Builder
+		msgs.WriteString("[")
+		for i := 0; i < 10; i++ {
+			if i > 0 {
+				msgs.WriteString(",")
+			}
+			fmt.Fprintf(&msgs, `{"role":"user","content":%q}`, chunk)
+		}
+		msgs.WriteString("]")
+		ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs.String()))
+		s := testSession()
+		now := time.Now()
+		b.Run(size.name, func(b *testing.B) {
+			b.SetBytes(int64(msgs.Len()))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.build(ev, 1, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

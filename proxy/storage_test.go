@@ -104,3 +104,26 @@ func TestTemplateMatchesFullParse(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplay is the release of a held stream one for one: every event
+// rebuilt from the stored differences and written as SSE.
+func BenchmarkReplay(b *testing.B) {
+	for _, bs := range csBenchSizes {
+		b.Run(bs.name, func(b *testing.B) {
+			stream := csSyntheticStream(bs.size, true)
+			s := NewChatStream(csTestLimit)
+			if _, err := s.ReadFrom(bytes.NewReader(stream)); err != nil {
+				b.Fatal(err)
+			}
+			var out bytes.Buffer
+			b.SetBytes(int64(len(stream)))
+			b.ReportAllocs()
+			for b.Loop() {
+				out.Reset()
+				if err := s.WriteOriginal(&out); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
