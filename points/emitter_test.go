@@ -208,6 +208,21 @@ func gjsonGet(raw []byte, path string) string {
 	return c.Get(path).Raw
 }
 
+// benchMessages is a history of ten user messages of about n bytes in all.
+func benchMessages(n int) string {
+	chunk := strings.Repeat("lorem ipsum dolor sit amet ", n/27/10+1)
+	var msgs strings.Builder
+	msgs.WriteString("[")
+	for i := 0; i < 10; i++ {
+		if i > 0 {
+			msgs.WriteString(",")
+		}
+		fmt.Fprintf(&msgs, `{"role":"user","content":%q}`, chunk)
+	}
+	msgs.WriteString("]")
+	return msgs.String()
+}
+
 func benchmarkEmit(b *testing.B, n int, msgBytes int) {
 	var bs []Binding
 	for i := 0; i < n; i++ {
@@ -219,19 +234,10 @@ func benchmarkEmit(b *testing.B, n int, msgBytes int) {
 		})})
 	}
 	e := newTestEmitter(b, Config{Bindings: bs})
-	chunk := strings.Repeat("lorem ipsum dolor sit amet ", msgBytes/27/10+1)
-	var msgs strings.Builder
-	msgs.WriteString("[")
-	for i := 0; i < 10; i++ {
-		if i > 0 {
-			msgs.WriteString(",")
-		}
-		fmt.Fprintf(&msgs, `{"role":"user","content":%q}`, chunk)
-	}
-	msgs.WriteString("]")
-	ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs.String()))
+	msgs := benchMessages(msgBytes)
+	ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs))
 	s := testSession()
-	b.SetBytes(int64(msgs.Len()))
+	b.SetBytes(int64(len(msgs)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -344,21 +350,12 @@ func BenchmarkBuild(b *testing.B) {
 		name string
 		n    int
 	}{{"1KB", 1 << 10}, {"1MB", 1 << 20}} {
-		chunk := strings.Repeat("lorem ipsum dolor sit amet ", size.n/27/10+1)
-		var msgs strings.Builder
-		msgs.WriteString("[")
-		for i := 0; i < 10; i++ {
-			if i > 0 {
-				msgs.WriteString(",")
-			}
-			fmt.Fprintf(&msgs, `{"role":"user","content":%q}`, chunk)
-		}
-		msgs.WriteString("]")
-		ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs.String()))
+		msgs := benchMessages(size.n)
+		ev := PreModelCallEvent("gpt-test", json.RawMessage(msgs))
 		s := testSession()
 		now := time.Now()
 		b.Run(size.name, func(b *testing.B) {
-			b.SetBytes(int64(msgs.Len()))
+			b.SetBytes(int64(len(msgs)))
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := s.build(ev, 1, now); err != nil {
