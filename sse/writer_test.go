@@ -224,3 +224,14 @@ func BenchmarkReader(b *testing.B) {
 		}
 	}
 }
+
+func FuzzLineBreak(f *testing.F) {
+	for _, s := range []string{"", "a", "\n", "\r", "a\r\nb", "ab\nc\rd", "abc\rd\ne"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := lineBreak(b), bytes.IndexAny(b, "\r\n"); got != want {
+			t.Fatalf("lineBreak(%q) = %d, want %d", b, got, want)
+		}
+	})
+}
