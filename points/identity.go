@@ -516,59 +516,6 @@ func appendProjection(dst []byte, top members) []byte {
 	return append(b, '}')
 }
 
-// checkEnvelope is the §4.1/§4.2 envelope validation of the reference
-// core's validate_envelope: presence and JSON type only, value-free errors.
-func checkEnvelope(top members) error {
-	if s, ok := jsonString(top["spec"]); !ok || !validSpec(s) {
-		return &DomainError{Path: "$.spec", Problem: describe("an agent-hooks/<major>.<minor> string")}
-	}
-	p, err := pointOf(top)
-	if err != nil {
-		return err
-	}
-	if _, ok := jsonString(top["timestamp"]); !ok {
-		return &DomainError{Path: "$.timestamp", Problem: describe("a string")}
-	}
-	if !nonNegativeInt64(top["sequence"]) {
-		return &DomainError{Path: "$.sequence", Problem: describe("an integer >= 0")}
-	}
-	agent, ok := objectMembers(top["agent"])
-	if !ok {
-		return &DomainError{Path: "$.agent", Problem: describe("an object")}
-	}
-	if s, ok := jsonString(agent["id"]); !ok || s == "" {
-		return &DomainError{Path: "$.agent.id", Problem: describe("a non-empty string")}
-	}
-	if s, ok := jsonString(agent["framework"]); !ok || !validFramework(s) {
-		return &DomainError{Path: "$.agent.framework", Problem: describe("a ^[a-z0-9_-]+$ string")}
-	}
-	session, _ := objectMembers(top["session"])
-	if s, ok := jsonString(session["id"]); !ok || s == "" {
-		return &DomainError{Path: "$.session.id", Problem: describe("a non-empty string")}
-	}
-	if _, ok := top["target"]; !ok {
-		return &DomainError{Path: "$.target", Problem: describe("present")}
-	}
-	for _, k := range conditionalKeep(p) {
-		v, ok := top[k.key]
-		if !ok {
-			return &DomainError{Path: "$." + k.key, Problem: describe("present at this interception point")}
-		}
-		if k.sub == nil {
-			continue
-		}
-		obj, ok := objectMembers(v)
-		if !ok {
-			return &DomainError{Path: "$." + k.key, Problem: describe("an object")}
-		}
-		for _, s := range k.sub {
-			if _, ok := obj[s]; !ok {
-				return &DomainError{Path: "$." + k.key + "." + s, Problem: "missing (see spec §4.2)"}
-			}
-		}
-	}
-	return nil
-}
 
 // validSpec matches agent-hooks/<digits>.<digits> the way the reference
 // does (one dot; both parts non-empty digit runs).
@@ -641,26 +588,10 @@ func objectMembers(v []byte) (members, bool) {
 	return m, true
 }
 
-// forEachMember calls fn with each name (unescaped) and trimmed raw value of
-// obj, a valid JSON object starting at '{'.
+// forEachMember calls fn with each name (unescaped) and raw value of obj, a
+// valid JSON object (ForEachMember without the early stop).
 func forEachMember(obj []byte, fn func(name string, val []byte)) {
-	i := 1
-	for {
-		i = skipWSAt(obj, i)
-		if obj[i] == '}' {
-			return
-		}
-		if obj[i] == ',' {
-			i = skipWSAt(obj, i+1)
-		}
-		end := skipString(obj, i)
-		name, _ := jsonString(obj[i:end])
-		i = skipWSAt(obj, end)
-		i = skipWSAt(obj, i+1) // ':'
-		vend := skipValue(obj, i)
-		fn(name, obj[i:vend])
-		i = vend
-	}
+	ForEachMember(obj, func(k string, v []byte) bool { fn(k, v); return true })
 }
 
 func skipWSAt(b []byte, i int) int {
