@@ -516,7 +516,6 @@ func appendProjection(dst []byte, top members) []byte {
 	return append(b, '}')
 }
 
-
 // validSpec matches agent-hooks/<digits>.<digits> the way the reference
 // does (one dot; both parts non-empty digit runs).
 func validSpec(s string) bool {
