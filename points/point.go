@@ -39,7 +39,13 @@ func ParsePoint(s string) (Point, error) {
 }
 
 // Valid reports whether p is one of the eight points.
-func (p Point) Valid() bool { _, err := ParsePoint(string(p)); return err == nil }
+func (p Point) Valid() bool {
+	switch p {
+	case AgentStartup, Input, PreModelCall, PostModelCall, PreToolCall, PostToolCall, Output, AgentShutdown:
+		return true
+	}
+	return false
+}
 
 // Field is the conditional member of the context that target aliases at p
 // (§4.2): "agent_init", "input", "messages", "response", "tool_call.args",
