@@ -807,6 +807,11 @@ func (e *Emitter) synthesize(ctx context.Context, p Point, work *[]byte, reason 
 	return withUnions(sub, append(append([]Verdict(nil), pool...), sub)), "approval"
 }
 
+// resolverGrace bounds the wait for a resolver to return after its context
+// ended (see consult); one that ignores its context delays the host error
+// by at most this much.
+const resolverGrace = 100 * time.Millisecond
+
 // consult runs the approval seam for a liftable deny (§9). It reports
 // whether the seam was consulted at all and whether the substitute permits.
 func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) (Verdict, bool, bool) {
@@ -859,6 +864,17 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 		}
 		res = a.res
 	case <-cctx.Done():
+		// The answer is a host error whatever the resolver does now, but a
+		// resolver that honours its context returns at once: waiting for it
+		// (boundedly) lets it finish its own clean-up first, so the console
+		// has dropped the expired approval by the time the client is told.
+		cancel()
+		grace := time.NewTimer(resolverGrace)
+		select {
+		case <-done:
+		case <-grace.C:
+		}
+		grace.Stop()
 		return fail(ReasonApprovalResolverFailed)
 	}
 	// §9 normative validation order.
