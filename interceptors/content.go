@@ -308,10 +308,6 @@ func newContent(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	return &Content{rules: cr, redact: ms}, nil
 }
 
-// cancelCheckEvery is how many strings are scanned between checks of the
-// call's context.
-const cancelCheckEvery = 64
-
 // Intercept scans every string in the target. Precedence: deny > escalate
 // > redact > warn; warn matches ride along a redact transform as warnings.
 func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
@@ -330,15 +326,8 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		warnNames         []string
 		redactNames       []string
 		changes           []change
-		err               error
-		n                 int
 	)
-	walkStrings(doc, func(v stringVisit) bool {
-		if n++; n%cancelCheckEvery == 0 {
-			if err = ctxErr(ctx); err != nil {
-				return false
-			}
-		}
+	err := walkStringsCtx(ctx, doc, func(v stringVisit) bool {
 		t := newText(v.value)
 		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name

@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -125,6 +126,26 @@ type stringVisit struct {
 	path       []seg
 	value      string
 	start, end int
+}
+
+// cancelCheckEvery is how many strings walkStringsCtx visits between checks
+// of the call's context.
+const cancelCheckEvery = 64
+
+// walkStringsCtx is walkStrings that also stops, with the context's error,
+// when ctx ends (checked every cancelCheckEvery strings).
+func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool) error {
+	var err error
+	n := 0
+	walkStrings(doc, func(v stringVisit) bool {
+		if n++; n%cancelCheckEvery == 0 {
+			if err = ctxErr(ctx); err != nil {
+				return false
+			}
+		}
+		return fn(v)
+	})
+	return err
 }
 
 // walkStrings calls fn for every string value in doc (object keys

@@ -60,15 +60,8 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 	var (
 		ss       []splice
 		redacted []string
-		err      error
-		n        int
 	)
-	walkStrings(doc, func(v stringVisit) bool {
-		if n++; n%cancelCheckEvery == 0 {
-			if err = ctxErr(ctx); err != nil {
-				return false
-			}
-		}
+	err := walkStringsCtx(ctx, doc, func(v stringVisit) bool {
 		if len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
 			return true
 		}
