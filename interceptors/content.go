@@ -314,11 +314,10 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	if err := ctxErr(ctx); err != nil {
 		return points.Verdict{}, err
 	}
-	target := c.Target()
-	if !target.Exists() {
+	doc := c.TargetBytes() // read only: a transform builds new bytes
+	if doc == nil {
 		return points.Allow(), nil
 	}
-	doc := []byte(target.Raw)
 	g := ct.rules.groups
 	transformable := c.Point().Transformable()
 	var (

@@ -56,6 +56,16 @@ func (c *Context) Get(path string) gjson.Result {
 // Target returns the context's target member.
 func (c *Context) Target() gjson.Result { return c.Get("target") }
 
+// TargetBytes returns the target member's raw JSON, or nil when there is
+// none. It is part of Raw, not a copy: read it, do not write it.
+func (c *Context) TargetBytes() []byte {
+	r := c.Target()
+	if !r.Exists() {
+		return nil
+	}
+	return viewBytes(r.Raw) // Get's results are views of Raw
+}
+
 // indexContextsFrom is the context size from which Get indexes members.
 const indexContextsFrom = 8 << 10
 

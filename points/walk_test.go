@@ -106,3 +106,20 @@ func TestContextGetMatchesGjson(t *testing.T) {
 		t.Error("Target differs")
 	}
 }
+
+func TestTargetBytes(t *testing.T) {
+	for _, raw := range []string{`{"a":1,"target":{"x":[1,2]}}`, `{"target":"s","pad":"` + strings.Repeat("y", indexContextsFrom) + `"}`, `{"a":1}`} {
+		c := &Context{raw: []byte(raw), point: Output}
+		want := gjson.Get(raw, "target")
+		got := c.TargetBytes()
+		if !want.Exists() {
+			if got != nil {
+				t.Fatalf("%s: got %q, want nil", raw, got)
+			}
+			continue
+		}
+		if string(got) != want.Raw {
+			t.Fatalf("%s: got %q, want %q", raw, got, want.Raw)
+		}
+	}
+}
