@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unsafe"
 )
 
 // IdentityProvider computes context_identity (§10.1): a pure function of the
@@ -423,17 +422,13 @@ func (c *canonicalizer) checkTracked(raw []byte) (Point, error) {
 	return p, nil
 }
 
-// stringView is jsonString without a copy when v has no escapes; the
+// stringView is jsonString without a copy when v has no escapes (nameOf); the
 // result must not outlive v.
 func stringView(v []byte) (string, bool) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", false
 	}
-	body := v[1 : len(v)-1]
-	if bytes.IndexByte(body, '\\') < 0 {
-		return unsafe.String(unsafe.SliceData(body), len(body)), true
-	}
-	return string(unescapeString(body)), true
+	return nameOf(v), true
 }
 
 // members maps member names (unescaped) to raw values of one object.
