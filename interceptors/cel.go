@@ -161,12 +161,13 @@ func (a jsonAdapter) NativeToValue(v any) ref.Val {
 		r.ForEach(func(k, v gjson.Result) bool { m[k.Str] = v; return true }) // the last duplicate wins, as before
 		return types.NewStringInterfaceMap(a, m)
 	}
-	return types.DefaultTypeAdapter.NativeToValue(celValue(r))
+	return types.DefaultTypeAdapter.NativeToValue(celScalar(r))
 }
 
-// celValue converts JSON to the Go values CEL adapts natively: integers
-// become int64 (so ctx.sequence == 3 holds), other numbers float64.
-func celValue(r gjson.Result) any {
+// celScalar converts a JSON scalar to the Go value CEL adapts natively:
+// integers become int64 (so ctx.sequence == 3 holds), other numbers
+// float64, null nil.
+func celScalar(r gjson.Result) any {
 	switch r.Type {
 	case gjson.String:
 		return r.Str
@@ -179,15 +180,6 @@ func celValue(r gjson.Result) any {
 			return n
 		}
 		return r.Num
-	case gjson.JSON:
-		if r.IsArray() {
-			out := []any{}
-			r.ForEach(func(_, v gjson.Result) bool { out = append(out, celValue(v)); return true })
-			return out
-		}
-		out := map[string]any{}
-		r.ForEach(func(k, v gjson.Result) bool { out[k.Str] = celValue(v); return true })
-		return out
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func TestCELRuntimeErrors(t *testing.T) {
 }
 
 // TestCELLazyMatchesDecoded: expressions over the lazily adapted context
-// give what they gave over the fully decoded one (celValue), errors
+// give what they gave over the fully decoded one (celDecode), errors
 // included, and ResolveName only wraps the bytes.
 func TestCELLazyMatchesDecoded(t *testing.T) {
 	raw := []byte(`{"spec":"agent-hooks/0.1","sequence":3,"t":0.5,"big":18446744073709551616,"neg":-2,"n":null,"b":true,` +
@@ -116,7 +116,7 @@ func TestCELLazyMatchesDecoded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	decoded := celValue(gjson.ParseBytes(raw))
+	decoded := celDecode(gjson.ParseBytes(raw))
 	for _, expr := range []string{
 		`ctx.sequence == 3`, `ctx.sequence + 1`, `ctx.t > 0.4`, `ctx.big > 1.0`, `ctx.neg < 0`, `ctx.n == null`, `ctx.b`,
 		`ctx.model.id.startsWith("gpt-")`, `ctx.model.params.temperature`, `ctx.model == {"id": "gpt-4o", "params": {"temperature": 0.2}}`,
@@ -163,4 +163,20 @@ func (a *lazyActivation) mustResolve(t *testing.T) any {
 		t.Fatal("ctx not resolved")
 	}
 	return v
+}
+
+// celDecode is the full decode the lazy adapter replaced: objects become
+// maps and arrays slices, all at once.
+func celDecode(r gjson.Result) any {
+	switch {
+	case r.IsArray():
+		out := []any{}
+		r.ForEach(func(_, v gjson.Result) bool { out = append(out, celDecode(v)); return true })
+		return out
+	case r.IsObject():
+		out := map[string]any{}
+		r.ForEach(func(k, v gjson.Result) bool { out[k.Str] = celDecode(v); return true })
+		return out
+	}
+	return celScalar(r)
 }
