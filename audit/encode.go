@@ -19,37 +19,36 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 		return b, false
 	}
 	w := recWriter{b: b, ok: true}
-	str, optStr, ptrStr := w.str, w.optStr, w.ptrStr
 	w.b = append(w.b, `{"interception_point":`...)
-	str(string(r.InterceptionPoint))
+	w.str(string(r.InterceptionPoint))
 	w.b = append(w.b, `,"mode":`...)
-	str(string(r.Mode))
+	w.str(string(r.Mode))
 	w.b = append(w.b, `,"verdict":{"decision":`...)
-	str(string(v.Decision))
-	optStr("reason", v.Reason)
-	optStr("message", v.Message)
+	w.str(string(v.Decision))
+	w.optStr("reason", v.Reason)
+	w.optStr("message", v.Message)
 	w.b = append(w.b, '}')
-	ptrStr("input_identity", r.InputIdentity)
-	ptrStr("enforced_identity", r.EnforcedIdentity)
-	ptrStr("identity_provider", r.IdentityProvider)
+	w.ptrStr("input_identity", r.InputIdentity)
+	w.ptrStr("enforced_identity", r.EnforcedIdentity)
+	w.ptrStr("identity_provider", r.IdentityProvider)
 	w.b = append(w.b, `,"session_id":`...)
-	str(r.SessionID)
+	w.str(r.SessionID)
 	w.b = append(w.b, `,"sequence":`...)
 	w.b = strconv.AppendInt(w.b, r.Sequence, 10)
-	optStr("timestamp", r.Timestamp)
+	w.optStr("timestamp", r.Timestamp)
 	if r.Trace != nil {
 		w.b = append(w.b, `,"trace":{`...)
 		n := len(w.b)
 		if r.Trace.TraceID != "" {
 			w.b = append(w.b, `"trace_id":`...)
-			str(r.Trace.TraceID)
+			w.str(r.Trace.TraceID)
 		}
 		if r.Trace.SpanID != "" {
 			if len(w.b) > n {
 				w.b = append(w.b, ',')
 			}
 			w.b = append(w.b, `"span_id":`...)
-			str(r.Trace.SpanID)
+			w.str(r.Trace.SpanID)
 		}
 		w.b = append(w.b, '}')
 	}
@@ -61,12 +60,12 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 	}
 	c := &r.Composition
 	w.b = append(w.b, `,"composition":{"profile":`...)
-	str(c.Profile)
-	optStr("on_approval", c.OnApproval)
-	optStr("on_disagreement", c.OnDisagreement)
-	optStr("on_transform_conflict", c.OnTransformConflict)
+	w.str(c.Profile)
+	w.optStr("on_approval", c.OnApproval)
+	w.optStr("on_disagreement", c.OnDisagreement)
+	w.optStr("on_transform_conflict", c.OnTransformConflict)
 	w.b = append(w.b, '}')
-	optStr("declaration", r.Declaration)
+	w.optStr("declaration", r.Declaration)
 	if len(r.Verdicts) > 0 {
 		w.b = append(w.b, `,"verdicts":[`...)
 		for i, s := range r.Verdicts {
@@ -76,9 +75,9 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 			w.b = append(w.b, `{"index":`...)
 			w.b = strconv.AppendInt(w.b, int64(s.Index), 10)
 			w.b = append(w.b, `,"decision":`...)
-			str(string(s.Decision))
-			optStr("reason", s.Reason)
-			optStr("name", s.Name)
+			w.str(string(s.Decision))
+			w.optStr("reason", s.Reason)
+			w.optStr("name", s.Name)
 			w.b = append(w.b, '}')
 		}
 		w.b = append(w.b, ']')
@@ -87,10 +86,10 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 		w.b = append(w.b, `,"fold_truncated":`...)
 		w.b = strconv.AppendBool(w.b, *r.FoldTruncated)
 	}
-	optStr("resolved_by", r.ResolvedBy)
+	w.optStr("resolved_by", r.ResolvedBy)
 	w.b = append(w.b, `,"interceptors_registered":`...)
 	w.b = strconv.AppendInt(w.b, int64(r.InterceptorsRegistered), 10)
-	optStr("request_id", r.RequestID)
+	w.optStr("request_id", r.RequestID)
 	w.b = append(w.b, "}\n"...)
 	return w.b, w.ok
 }
