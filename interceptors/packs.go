@@ -48,27 +48,6 @@ func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int
 }
 
 // spans returns the confirmed, non-overlapping matches of p in t.
-// foldedContains reports whether t contains sub (lower-case ASCII letters)
-// ignoring ASCII case, without allocating: it looks for both cases of
-// sub's rarest letter with the vectorised IndexByte and compares around
-// each hit.
-func (t *text) foldedContains(sub string) bool {
-	l := newLiteral(sub)
-	for _, c := range [2]byte{sub[l.rare], sub[l.rare] &^ 0x20} {
-		for from := l.rare; from < len(t.s); {
-			j := strings.IndexByte(t.s[from:], c)
-			if j < 0 {
-				break
-			}
-			if start := from + j - l.rare; start+len(sub) <= len(t.s) && equalFoldLower(t.s[start:start+len(sub)], sub) {
-				return true
-			}
-			from += j + 1
-		}
-	}
-	return false
-}
-
 // equalFoldLower reports whether s equals the lower-case ASCII word sub
 // ignoring ASCII case.
 func equalFoldLower(s, sub string) bool {
@@ -153,6 +132,7 @@ func packPatterns(pack string) []pattern {
 			return false
 		}
 	}
+	aws, secret := newLiteral("aws"), newLiteral("secret")
 	digits := func(n int) func(*text) bool { return func(t *text) bool { return t.digits() >= n } }
 	switch pack {
 	case PackSecrets:
@@ -163,7 +143,7 @@ func packPatterns(pack string) []pattern {
 			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
 			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
 			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
-			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return t.foldedContains("aws") && t.foldedContains("secret") }),
+			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
 			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
@@ -216,14 +196,25 @@ func newLiteral(s string) literal {
 
 // in reports whether l.s occurs in s.
 func (l literal) in(s string) bool {
+	return l.find(s, l.s[l.rare], func(a, b string) bool { return a == b })
+}
+
+// inFold reports whether l.s (lower-case ASCII letters) occurs in s
+// ignoring ASCII case: both cases of the rare letter are searched.
+func (l literal) inFold(s string) bool {
 	c := l.s[l.rare]
+	return l.find(s, c, equalFoldLower) || l.find(s, c&^0x20, equalFoldLower)
+}
+
+// find looks for c with the vectorised IndexByte and checks each hit, as
+// the rare byte of a candidate, with eq(candidate, l.s).
+func (l literal) find(s string, c byte, eq func(candidate, lit string) bool) bool {
 	for from := l.rare; from < len(s); {
 		j := strings.IndexByte(s[from:], c)
 		if j < 0 {
 			return false
 		}
-		start := from + j - l.rare
-		if start+len(l.s) <= len(s) && s[start:start+len(l.s)] == l.s {
+		if start := from + j - l.rare; start+len(l.s) <= len(s) && eq(s[start:start+len(l.s)], l.s) {
 			return true
 		}
 		from += j + 1

@@ -43,8 +43,8 @@ func checkPrefilters(t *testing.T, s string) {
 		t.Fatalf("hasIBANStart(%q) = %v, want %v", s, got, want)
 	}
 	for _, sub := range []string{"aws", "secret"} {
-		if got, want := newText(s).foldedContains(sub), containsFold(s, sub); got != want {
-			t.Fatalf("foldedContains(%q, %q) = %v, want %v", s, sub, got, want)
+		if got, want := newLiteral(sub).inFold(s), containsFold(s, sub); got != want {
+			t.Fatalf("inFold(%q, %q) = %v, want %v", s, sub, got, want)
 		}
 	}
 	for i := 0; i <= len(s); i++ {
@@ -74,7 +74,7 @@ func FuzzPrefilters(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { checkPrefilters(t, s) })
 }
 
-// containsFold (the reference for foldedContains) reports whether s contains the lower-case ASCII word sub,
+// containsFold (the reference for literal.inFold) reports whether s contains the lower-case ASCII word sub,
 // ignoring ASCII case, without allocating.
 func containsFold(s, sub string) bool {
 	for i := 0; i+len(sub) <= len(s); i++ {
