@@ -144,6 +144,9 @@ type Metrics struct {
 	activeSessions      prometheus.Gauge
 	tokens              *prometheus.CounterVec
 
+	emissions    seriesCache[emissionKey, *emissionSeries]
+	interceptors seriesCache[interceptorKey, *interceptorSeries]
+
 	now func() time.Time
 }
 
@@ -218,12 +221,14 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	if m == nil || r == nil {
 		return
 	}
+	es, ok := m.emissions.get(emissionKey{r.InterceptionPoint, r.Mode, r.Verdict.Decision, r.Liftable()}, m.resolveEmission)
 	point := pointLabel(r.InterceptionPoint)
-	mode := modeLabel(r.Mode)
-	decision := decisionLabel(r.Verdict.Decision)
-	inc(m.decisions, point, decision, mode, strconv.FormatBool(r.Liftable()))
+	if ok {
+		point = es.point
+		es.decisions.Inc()
+	}
 	if r.Verdict.Decision == points.DecisionDeny {
-		inc(m.denials, point, mode, m.reasonLabel(r.Verdict.Reason), m.decidingBinding(r))
+		inc(m.denials, point, modeLabel(r.Mode), m.reasonLabel(r.Verdict.Reason), m.decidingBinding(r))
 		if points.IsHostError(r.Verdict.Reason) {
 			inc(m.hostErrors, point, m.reasonLabel(r.Verdict.Reason))
 		}
@@ -238,8 +243,8 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	default:
 		inc(m.approvals, point, Other)
 	}
-	if h, err := m.emissionDuration.GetMetricWithLabelValues(point); err == nil {
-		h.Observe(elapsed.Seconds())
+	if ok {
+		es.duration.Observe(elapsed.Seconds())
 	}
 }
 
@@ -249,13 +254,14 @@ func (m *Metrics) Interceptor(name string, p points.Point, v points.Verdict, ela
 	if m == nil {
 		return
 	}
-	binding, point := m.bindings.label(name), pointLabel(p)
-	if h, err := m.interceptorDuration.GetMetricWithLabelValues(binding, point); err == nil {
-		h.Observe(elapsed.Seconds())
+	s, ok := m.interceptors.get(interceptorKey{name, p, v.Decision}, m.resolveInterceptor)
+	if !ok {
+		return
 	}
-	inc(m.interceptorVerdicts, binding, point, decisionLabel(v.Decision))
+	s.duration.Observe(elapsed.Seconds())
+	s.verdicts.Inc()
 	if v.Decision == points.DecisionDeny && points.IsHostError(v.Reason) {
-		inc(m.interceptorFailures, binding, point, m.reasonLabel(v.Reason))
+		inc(m.interceptorFailures, s.binding, s.point, m.reasonLabel(v.Reason))
 	}
 }
 
