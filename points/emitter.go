@@ -446,9 +446,14 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		err error
 		pan bool
 	}
-	cctx, cancel := context.WithCancel(ctx)
+	var (
+		cctx   context.Context
+		cancel context.CancelFunc
+	)
 	if timeout > 0 {
 		cctx, cancel = context.WithTimeout(ctx, timeout)
+	} else {
+		cctx, cancel = context.WithCancel(ctx)
 	}
 	defer cancel()
 	done := make(chan answer, 1)
