@@ -3,12 +3,14 @@ package interceptors
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
 	"github.com/tidwall/gjson"
 
@@ -136,32 +138,196 @@ func (a *lazyActivation) ResolveName(name string) (any, bool) {
 		return nil, false
 	}
 	if a.ctx == nil {
-		a.ctx = jsonAdapter{}.NativeToValue(gjson.ParseBytes(a.raw))
+		a.ctx = jsonAdapter{}.NativeToValue(jsonValue(a.raw))
 	}
 	return a.ctx, true
 }
 
 func (a *lazyActivation) Parent() interpreter.Activation { return nil }
 
-// jsonAdapter adapts gjson values for CEL one level at a time: an object
-// becomes a map and an array a list whose members are adapted (by this
-// adapter) when read. Everything else goes to CEL's default adapter.
+// jsonValue is one raw JSON value of a context that passed the encoding
+// check, so it is valid JSON.
+type jsonValue []byte
+
+// jsonAdapter adapts JSON values for CEL one level at a time: an object
+// becomes a jsonObject that finds members on demand and an array a list
+// whose elements are adapted (by this adapter) when read. Everything else
+// goes to CEL's default adapter.
 type jsonAdapter struct{}
 
 func (a jsonAdapter) NativeToValue(v any) ref.Val {
-	r, ok := v.(gjson.Result)
-	if !ok {
+	var raw []byte
+	switch x := v.(type) {
+	case jsonValue:
+		raw = x
+	case gjson.Result:
+		raw = []byte(x.Raw)
+	default:
 		return types.DefaultTypeAdapter.NativeToValue(v)
 	}
-	if r.IsArray() {
-		return types.NewDynamicList(a, r.Array())
+	i := 0
+	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
+		i++
 	}
-	if r.IsObject() {
-		m := make(map[string]any, 16)
-		r.ForEach(func(k, v gjson.Result) bool { m[k.Str] = v; return true }) // the last duplicate wins, as before
-		return types.NewStringInterfaceMap(a, m)
+	if i < len(raw) {
+		switch raw[i] {
+		case '{':
+			return &jsonObject{raw: raw[i:]}
+		case '[':
+			var elems []any
+			points.ForEachElement(raw[i:], func(e []byte) bool { elems = append(elems, jsonValue(e)); return true })
+			return jsonList{Lister: types.NewDynamicList(a, elems).(traits.Lister), raw: raw[i:]}
+		}
 	}
-	return types.DefaultTypeAdapter.NativeToValue(celScalar(r))
+	return types.DefaultTypeAdapter.NativeToValue(celScalar(gjson.ParseBytes(raw)))
+}
+
+// jsonObject is a JSON object as a CEL map. Member lookups by name, what
+// field selection and "in" do, index the members once and adapt only the
+// value asked for; anything else (iteration, equality, conversion)
+// materializes the whole map once and delegates to CEL's own map, so the
+// semantics are CEL's. As with encoding/json, the last of duplicate names
+// wins.
+type jsonObject struct {
+	raw     []byte
+	members []jsonMember
+	indexed bool
+	full    traits.Mapper
+}
+
+type jsonMember struct {
+	name  string
+	value jsonValue
+}
+
+var _ traits.Mapper = (*jsonObject)(nil)
+
+func (o *jsonObject) index() []jsonMember {
+	if !o.indexed {
+		o.indexed = true
+		points.ForEachMember(o.raw, func(name string, v []byte) bool {
+			o.members = append(o.members, jsonMember{name, v})
+			return true
+		})
+	}
+	return o.members
+}
+
+// FindStringKey is the interpreter's fast path for field selection: it
+// returns the member's raw value, adapted by jsonAdapter when used.
+func (o *jsonObject) FindStringKey(s string) (any, bool) {
+	ms := o.index()
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].name == s {
+			return ms[i].value, true
+		}
+	}
+	return nil, false
+}
+
+func (o *jsonObject) materialize() traits.Mapper {
+	if o.full == nil {
+		ms := o.index()
+		m := make(map[string]any, len(ms))
+		for _, mb := range ms {
+			m[mb.name] = mb.value
+		}
+		o.full = types.NewStringInterfaceMap(jsonAdapter{}, m).(traits.Mapper)
+	}
+	return o.full
+}
+
+// Find implements traits.Mapper.
+func (o *jsonObject) Find(key ref.Val) (ref.Val, bool) {
+	if k, ok := key.(types.String); ok {
+		v, found := o.FindStringKey(string(k))
+		if !found {
+			return nil, false
+		}
+		return jsonAdapter{}.NativeToValue(v), true
+	}
+	return o.materialize().Find(key)
+}
+
+// Get implements traits.Indexer.
+func (o *jsonObject) Get(key ref.Val) ref.Val {
+	if v, found := o.Find(key); found {
+		return v
+	}
+	return o.materialize().Get(key) // CEL's own error for a missing or mistyped key
+}
+
+// Contains implements traits.Container.
+func (o *jsonObject) Contains(key ref.Val) ref.Val {
+	if _, ok := key.(types.String); ok {
+		_, found := o.Find(key)
+		return types.Bool(found)
+	}
+	return o.materialize().Contains(key)
+}
+
+// Size implements traits.Sizer: the number of distinct names.
+func (o *jsonObject) Size() ref.Val { return o.materialize().Size() }
+
+// Iterator implements traits.Iterable.
+func (o *jsonObject) Iterator() traits.Iterator { return o.materialize().Iterator() }
+
+// ConvertToNative implements ref.Val.
+func (o *jsonObject) ConvertToNative(t reflect.Type) (any, error) { return convertJSON(o.raw, t) }
+
+// ConvertToType implements ref.Val.
+func (o *jsonObject) ConvertToType(t ref.Type) ref.Val {
+	if t == types.MapType {
+		return o
+	}
+	return o.materialize().ConvertToType(t)
+}
+
+// Equal implements ref.Val.
+func (o *jsonObject) Equal(other ref.Val) ref.Val { return o.materialize().Equal(other) }
+
+// Type implements ref.Val.
+func (o *jsonObject) Type() ref.Type { return types.MapType }
+
+// Value implements ref.Val: the object decoded.
+func (o *jsonObject) Value() any { return celDecodeJSON(gjson.ParseBytes(o.raw)) }
+
+// IsZeroValue reports whether the object has no members.
+func (o *jsonObject) IsZeroValue() bool { return len(o.index()) == 0 }
+
+// jsonList is a JSON array as a CEL list: elements are adapted when read.
+// Conversion to Go decodes the array, since the elements CEL holds are raw.
+type jsonList struct {
+	traits.Lister
+	raw []byte
+}
+
+// ConvertToNative implements ref.Val.
+func (l jsonList) ConvertToNative(t reflect.Type) (any, error) { return convertJSON(l.raw, t) }
+
+// Value implements ref.Val: the array decoded.
+func (l jsonList) Value() any { return celDecodeJSON(gjson.ParseBytes(l.raw)) }
+
+// convertJSON converts a raw object or array to a Go value of type t by
+// decoding it whole, the rare path (a rule's result is a bool).
+func convertJSON(raw []byte, t reflect.Type) (any, error) {
+	return types.DefaultTypeAdapter.NativeToValue(celDecodeJSON(gjson.ParseBytes(raw))).ConvertToNative(t)
+}
+
+// celDecodeJSON decodes a JSON value into maps, slices and celScalar values;
+// the last of duplicate names wins.
+func celDecodeJSON(r gjson.Result) any {
+	switch {
+	case r.IsArray():
+		out := []any{}
+		r.ForEach(func(_, v gjson.Result) bool { out = append(out, celDecodeJSON(v)); return true })
+		return out
+	case r.IsObject():
+		out := map[string]any{}
+		r.ForEach(func(k, v gjson.Result) bool { out[k.Str] = celDecodeJSON(v); return true })
+		return out
+	}
+	return celScalar(r)
 }
 
 // celScalar converts a JSON scalar to the Go value CEL adapts natively:

@@ -125,28 +125,8 @@ func TestCELLazyMatchesDecoded(t *testing.T) {
 		`ctx.messages[1].extra[2].x == "y"`, `2 in ctx.messages[1].extra`, `size(ctx)`, `ctx.missing`, `ctx.messages[5]`,
 		`ctx.model.id + 1`, `ctx.messages.all(m, size(m.content) > 1)`, `ctx.spec.matches("^agent-hooks/")`,
 	} {
-		eval := func(env *cel.Env, ctxVal any) string {
-			ast, iss := env.Compile(expr)
-			if iss != nil && iss.Err() != nil {
-				return "compile: " + iss.Err().Error()
-			}
-			prg, err := env.Program(ast)
-			if err != nil {
-				return "program: " + err.Error()
-			}
-			v, _, err := prg.Eval(map[string]any{"ctx": ctxVal})
-			if err != nil {
-				return "error: " + err.Error()
-			}
-			nv, err := v.ConvertToNative(reflect.TypeOf((*any)(nil)).Elem())
-			if err != nil {
-				return fmt.Sprintf("%v", v.Value())
-			}
-			b, _ := json.Marshal(nv)
-			return string(b)
-		}
-		got := eval(lazyEnv, (&lazyActivation{raw: raw}).mustResolve(t))
-		want := eval(plainEnv, decoded)
+		got := celEvalString(lazyEnv, expr, (&lazyActivation{raw: raw}).mustResolve(t))
+		want := celEvalString(plainEnv, expr, decoded)
 		if got != want {
 			t.Errorf("%s: lazy %s, decoded %s", expr, got, want)
 		}
@@ -154,6 +134,71 @@ func TestCELLazyMatchesDecoded(t *testing.T) {
 	if _, ok := (&lazyActivation{raw: raw}).ResolveName("other"); ok {
 		t.Fatal("resolved an unknown name")
 	}
+}
+
+// celEvalString evaluates expr with ctx bound to ctxVal and renders the
+// result (or the error) for comparison.
+func celEvalString(env *cel.Env, expr string, ctxVal any) string {
+	ast, iss := env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		return "compile: " + iss.Err().Error()
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		return "program: " + err.Error()
+	}
+	v, _, err := prg.Eval(map[string]any{"ctx": ctxVal})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	nv, err := v.ConvertToNative(reflect.TypeOf((*any)(nil)).Elem())
+	if err != nil {
+		return fmt.Sprintf("%v", v.Value())
+	}
+	b, _ := json.Marshal(nv)
+	return string(b)
+}
+
+// FuzzCELLazyMatchesDecoded: over any context that passes the encoding
+// check, expressions that select, test, iterate, compare and convert give
+// the same answer (or error) on the lazy adapter as on the full decode.
+func FuzzCELLazyMatchesDecoded(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"a":1}`, `{"a":{"b":[1,"x",{"c":null}]},"b":true}`, `{"a\u00e9":"\ud83d\ude00","b":[[]]}`,
+		`{"a":{"a":{"a":{}}},"m":[{"role":"user"}]}`, `{"a":1.5e300,"b":-0,"c":18446744073709551616}`,
+	} {
+		f.Add([]byte(s))
+	}
+	lazyEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
+	if err != nil {
+		f.Fatal(err)
+	}
+	plainEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
+	if err != nil {
+		f.Fatal(err)
+	}
+	exprs := []string{
+		`size(ctx)`, `ctx.a`, `ctx.a.b`, `ctx.a.a.a`, `has(ctx.a)`, `has(ctx.a.b)`, `"a" in ctx`, `"b" in ctx.a`,
+		`ctx == ctx`, `ctx.a == ctx.a`, `ctx.a == {"b": 1}`, `ctx.all(k, k != "")`, `size(ctx.map(k, k))`, `ctx.exists(k, k == "a")`,
+		`ctx.exists(k, type(ctx[k]) == map)`, `ctx["a"]`, `ctx.b[0]`, `size(ctx.b)`, `ctx.m.exists(x, x.role == "user")`,
+		`type(ctx.a)`, `dyn(ctx.a) == dyn(ctx.b)`, `[ctx.a, ctx.b]`, `ctx.c`, `1 in ctx`, `ctx[1]`,
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if points.CheckEncoding(raw, 0) != nil {
+			return
+		}
+		if r := gjson.ParseBytes(raw); !r.IsObject() {
+			return
+		}
+		decoded := celDecode(gjson.ParseBytes(raw))
+		for _, expr := range exprs {
+			got := celEvalString(lazyEnv, expr, (&lazyActivation{raw: raw}).mustResolve(t))
+			want := celEvalString(plainEnv, expr, decoded)
+			if got != want {
+				t.Errorf("%s over %s: lazy %s, decoded %s", expr, raw, got, want)
+			}
+		}
+	})
 }
 
 func (a *lazyActivation) mustResolve(t *testing.T) any {
