@@ -415,3 +415,32 @@ func TestConcurrentStreams(t *testing.T) {
 		seqs[r.SessionID][r.Sequence] = true
 	}
 }
+
+// TestUpstreamBasePath: a base URL with a path prefix (and an encoded
+// character in it) is joined with the request path and query as sent.
+func TestUpstreamBasePath(t *testing.T) {
+	var uri, host string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		uri, host = r.RequestURI, r.Host
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, plainCompletion)
+	}))
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL+"/openai%20eu/", allowAll())
+	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions?api-version=2024-10-21", strings.NewReader(hello))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if want := "/openai%20eu/v1/chat/completions?api-version=2024-10-21"; uri != want {
+		t.Fatalf("upstream saw %q, want %q", uri, want)
+	}
+	if want := strings.TrimPrefix(up.URL, "http://"); host != want {
+		t.Fatalf("upstream Host %q, want %q", host, want)
+	}
+}

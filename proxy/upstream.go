@@ -40,10 +40,15 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	out, err := http.NewRequestWithContext(ctx, in.Method, u.String(), rd)
+	// The URL is set directly rather than printed and parsed back: the
+	// configured base is already parsed, and its raw path no longer
+	// matches the joined path, so the joined path is encoded on the wire.
+	u.RawPath = ""
+	out, err := http.NewRequestWithContext(ctx, in.Method, "", rd)
 	if err != nil {
 		return nil, err
 	}
+	out.URL, out.Host = &u, u.Host
 	out.Header = in.Header.Clone()
 	removeHop(out.Header)
 	out.Header.Del("Accept-Encoding")
