@@ -539,3 +539,31 @@ func BenchmarkCheckEncoding(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkIdentitySession is the identity of the six contexts of one 1 KB
+// chat completion as the proxy builds them (testdata/session-1kb.jsonl,
+// captured from a proxy test): what identity costs a whole request.
+func BenchmarkIdentitySession(b *testing.B) {
+	data, err := os.ReadFile("testdata/session-1kb.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctxs := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	p := JCSSHA256()
+	n := 0
+	for _, c := range ctxs {
+		n += len(c)
+		if _, err := p.Identity(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, c := range ctxs {
+			if _, err := p.Identity(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
