@@ -275,6 +275,9 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		defer s.opts.Metrics.HeldStreams(-1)
 		t.held, t.completion, err = s.holdStream(resp.Body)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
+		if err == nil {
+			drainAfterDone(resp.Body, cancel)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
@@ -352,6 +355,27 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	}
 	t.view = v
 	return t, true
+}
+
+// Bounds of drainAfterDone: what may follow data: [DONE] and how long the
+// upstream may take to end its body.
+const (
+	drainMax  = 64 << 10
+	drainWait = 50 * time.Millisecond
+)
+
+// drainAfterDone reads what follows data: [DONE], normally only the end of
+// the chunked body, so that the transport can reuse the upstream
+// connection: a body closed before its end closes the connection, and every
+// stream then paid for a new one (with a real upstream, a TLS handshake).
+// It is bounded: an upstream that sends more than drainMax or keeps the
+// body open past drainWait loses its connection (cancel aborts the read)
+// instead of holding the answer. What it reads is discarded, as the stream
+// reader ignores anything after [DONE].
+func drainAfterDone(body io.Reader, cancel context.CancelFunc) {
+	t := time.AfterFunc(drainWait, cancel)
+	_, _ = io.CopyN(io.Discard, body, drainMax)
+	t.Stop()
 }
 
 // release writes the permitted response: the upstream events one for one

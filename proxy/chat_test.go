@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -442,5 +443,69 @@ func TestUpstreamBasePath(t *testing.T) {
 	}
 	if want := strings.TrimPrefix(up.URL, "http://"); host != want {
 		t.Fatalf("upstream Host %q, want %q", host, want)
+	}
+}
+
+// TestStreamReusesUpstreamConnection: a held stream is read to the end of
+// its body, so sequential streams share one upstream connection instead of
+// dialing (with a real upstream, a TLS handshake) each time.
+func TestStreamReusesUpstreamConnection(t *testing.T) {
+	var mu sync.Mutex
+	conns := 0
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, part := range strings.SplitAfter(textStream, "\n\n") {
+			_, _ = io.WriteString(w, part)
+			w.(http.Flusher).Flush()
+		}
+		// The end of the body comes a little after data: [DONE], as it
+		// does from a busy upstream; not waiting for it lost the connection.
+		time.Sleep(2 * time.Millisecond)
+	}))
+	up.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	up.Start()
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL, allowAll())
+	for i := 0; i < 5; i++ {
+		resp, b := post(t, p.URL, helloStream)
+		if resp.StatusCode != 200 || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+			t.Fatalf("request %d: status %d body %s", i, resp.StatusCode, b)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("5 sequential streams opened %d upstream connections, want 1", conns)
+	}
+}
+
+// TestStreamUpstreamKeepsBodyOpen: an upstream that sends data: [DONE] and
+// then neither ends its body nor sends more does not hold the answer: the
+// client gets it while the upstream handler is still blocked.
+func TestStreamUpstreamKeepsBodyOpen(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textStream)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(release) })
+	p := newProxy(t, up.URL, allowAll())
+	resp, b := post(t, p.URL, helloStream)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "is safe.") || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+		t.Fatalf("status %d body %s", resp.StatusCode, b)
 	}
 }
