@@ -193,7 +193,7 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 	p := c.Point()
 	agentID := c.Get("agent.id").Str
 	sessKey := agentID + "\x00" + c.Get("session.id").Str
-	now, err := time.Parse(time.RFC3339Nano, c.Get("timestamp").Str)
+	now, err := points.ParseTimestamp(c.Get("timestamp").Str)
 	if err != nil {
 		now = b.now()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func nested(open, close string, n int, inner string) string {
@@ -240,6 +241,27 @@ func FuzzCheckDomain(f *testing.F) {
 			if err := json.Unmarshal(raw, new(any)); err != nil {
 				t.Fatalf("CheckEncoding accepted text encoding/json rejects: %v", err)
 			}
+		}
+	})
+}
+
+// FuzzParseTimestamp: ParseTimestamp answers as time.Parse with
+// RFC3339Nano does, the instant and the error alike.
+func FuzzParseTimestamp(f *testing.F) {
+	for _, s := range []string{"2026-11-29T19:28:05.745Z", "2024-02-29T00:00:00.000Z", "2023-02-29T00:00:00.000Z",
+		"2026-13-01T00:00:00.000Z", "2026-11-31T00:00:00.000Z", "0000-01-01T00:00:00.000Z", "2026-11-29T24:00:00.000Z",
+		"2026-11-29T19:28:60.000Z", "2026-11-29T19:28:05.74Z", "2026-11-29T19:28:05.745+01:00", "2026-11-29T19:28:05Z",
+		"2026-11-29T19:28:05.7a5Z", "+026-11-29T19:28:05.745Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, gotErr := ParseTimestamp(s)
+		want, wantErr := time.Parse(time.RFC3339Nano, s)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: error %v, time.Parse %v", s, gotErr, wantErr)
+		}
+		if gotErr == nil && (!got.Equal(want) || got.Location().String() != want.Location().String()) {
+			t.Fatalf("%q: %v, time.Parse %v", s, got, want)
 		}
 	})
 }
