@@ -25,7 +25,7 @@ func removeHop(h http.Header) {
 		}
 	}
 	for _, name := range hopHeaders {
-		h.Del(name)
+		delete(h, name) // already canonical: Del would canonicalize each again
 	}
 }
 
@@ -51,10 +51,10 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	out.URL, out.Host = &u, u.Host
 	out.Header = in.Header.Clone()
 	removeHop(out.Header)
-	out.Header.Del("Accept-Encoding")
-	out.Header.Del("Content-Length")
-	out.Header.Del(s.opts.SessionHeader)
-	out.Header.Del("X-Agent-Hooks-Agent")
+	delete(out.Header, "Accept-Encoding")
+	delete(out.Header, "Content-Length")
+	out.Header.Del(s.opts.SessionHeader) // configured: may not be canonical
+	delete(out.Header, "X-Agent-Hooks-Agent")
 	if body != nil {
 		out.ContentLength = int64(len(body))
 		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
