@@ -55,3 +55,23 @@ func BenchmarkCELPreModel(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBudgetPostModel is the bench policy's budget on a model response
+// of about 2 KiB: it reads the envelope and the usage after the answer.
+// The context stays under the size from which a Context indexes its
+// members (and keeps the index across calls), so reusing it measures what
+// each fresh Context of the emitter costs.
+func BenchmarkBudgetPostModel(b *testing.B) {
+	ic := build(b, KindBudget, `{"max_model_calls":1000000000,"max_tool_calls":1000000000,"max_total_tokens":1000000000000,"scope":"both"}`)
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog 12345. ", 40)
+	c := postModel(b, quoteJSON(text), `[]`, `"usage":{"prompt_tokens":12,"completion_tokens":900}`)
+	if len(c.Raw()) >= 8<<10 {
+		b.Fatalf("context of %d bytes would be indexed", len(c.Raw()))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ic.Intercept(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

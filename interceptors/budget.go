@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -191,16 +194,35 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 		return points.Verdict{}, err
 	}
 	p := c.Point()
-	agentID := c.Get("agent.id").Str
-	sessKey := agentID + "\x00" + c.Get("session.id").Str
-	now, err := points.ParseTimestamp(c.Get("timestamp").Str)
+	// One walk of the root finds what the budget reads; a gjson path per
+	// member rescanned the context (past a long answer for usage) each time.
+	var agent, session, ts, usage []byte
+	points.ForEachMember(c.Raw(), func(name string, v []byte) bool {
+		switch name {
+		case "agent":
+			agent = v
+		case "session":
+			session = v
+		case "timestamp":
+			ts = v
+		case "usage":
+			usage = v
+		}
+		return true
+	})
+	// Views, not copies (gjson's byte functions copy every result): the
+	// context does not change while an interceptor runs.
+	agentID := gjson.Get(bytesView(agent), "id").Str
+	sessKey := agentID + "\x00" + gjson.Get(bytesView(session), "id").Str
+	now, err := points.ParseTimestamp(gjson.Parse(bytesView(ts)).Str)
 	if err != nil {
 		now = b.now()
 	}
 	var prompt, completion int64
 	if p == points.PostModelCall {
-		prompt = nonNeg(c.Get("usage.prompt_tokens").Int())
-		completion = nonNeg(c.Get("usage.completion_tokens").Int())
+		u := gjson.Parse(bytesView(usage))
+		prompt = nonNeg(u.Get("prompt_tokens").Int())
+		completion = nonNeg(u.Get("completion_tokens").Int())
 	}
 
 	b.mu.Lock()
@@ -268,3 +290,7 @@ func (b *Budget) tracked() (sessions, agents int) {
 	defer b.mu.Unlock()
 	return b.sessions.len(), b.agents.len()
 }
+
+// bytesView is b as a string without a copy; b must not change while the
+// string is in use.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
