@@ -108,14 +108,7 @@ func TestCELLazyMatchesDecoded(t *testing.T) {
 	raw := []byte(`{"spec":"agent-hooks/0.1","sequence":3,"t":0.5,"big":18446744073709551616,"neg":-2,"n":null,"b":true,` +
 		`"model":{"id":"gpt-4o","params":{"temperature":0.2}},"dup":1,"dup":2,` +
 		`"messages":[{"role":"system","content":"be nice"},{"role":"user","content":"hi \u00e9","extra":[1,2,{"x":"y"}]}]}`)
-	lazyEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plainEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
-	if err != nil {
-		t.Fatal(err)
-	}
+	lazyEnv, plainEnv := celEnvs(t)
 	decoded := celDecode(gjson.ParseBytes(raw))
 	for _, expr := range []string{
 		`ctx.sequence == 3`, `ctx.sequence + 1`, `ctx.t > 0.4`, `ctx.big > 1.0`, `ctx.neg < 0`, `ctx.n == null`, `ctx.b`,
@@ -169,14 +162,7 @@ func FuzzCELLazyMatchesDecoded(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	lazyEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
-	if err != nil {
-		f.Fatal(err)
-	}
-	plainEnv, err := cel.NewEnv(cel.Variable("ctx", cel.DynType))
-	if err != nil {
-		f.Fatal(err)
-	}
+	lazyEnv, plainEnv := celEnvs(f)
 	exprs := []string{
 		`size(ctx)`, `ctx.a`, `ctx.a.b`, `ctx.a.a.a`, `has(ctx.a)`, `has(ctx.a.b)`, `"a" in ctx`, `"b" in ctx.a`,
 		`ctx == ctx`, `ctx.a == ctx.a`, `ctx.a == {"b": 1}`, `ctx.all(k, k != "")`, `size(ctx.map(k, k))`, `ctx.exists(k, k == "a")`,
@@ -210,18 +196,21 @@ func (a *lazyActivation) mustResolve(t *testing.T) any {
 	return v
 }
 
-// celDecode is the full decode the lazy adapter replaced: objects become
-// maps and arrays slices, all at once.
-func celDecode(r gjson.Result) any {
-	switch {
-	case r.IsArray():
-		out := []any{}
-		r.ForEach(func(_, v gjson.Result) bool { out = append(out, celDecode(v)); return true })
-		return out
-	case r.IsObject():
-		out := map[string]any{}
-		r.ForEach(func(k, v gjson.Result) bool { out[k.Str] = celDecode(v); return true })
-		return out
+// celEnvs returns CEL environments with ctx dynamic: one with the lazy
+// adapter, one with CEL's default, for the fully decoded context.
+func celEnvs(t testing.TB) (lazy, plain *cel.Env) {
+	t.Helper()
+	lazy, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return celScalar(r)
+	plain, err = cel.NewEnv(cel.Variable("ctx", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lazy, plain
 }
+
+// celDecode is the full decode the lazy adapter replaced: objects become
+// maps and arrays slices, all at once (the decoder conversions use).
+func celDecode(r gjson.Result) any { return celDecodeJSON(r) }
