@@ -48,7 +48,7 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	if err != nil {
 		return nil, err
 	}
-	out.URL, out.Host = &u, u.Host
+	out.URL, out.Host = &u, strings.TrimSuffix(u.Host, ":") // as NewRequest does for an empty port
 	out.Header = in.Header.Clone()
 	removeHop(out.Header)
 	delete(out.Header, "Accept-Encoding")
