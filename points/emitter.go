@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -60,6 +61,8 @@ type Observer interface {
 type Emitter struct {
 	cfg     Config
 	byPoint map[Point][]Binding
+	// workers runs calls that do not run inline (goPool).
+	workers *goPool
 	// providerName is shared by every record (read-only), not allocated
 	// per emission.
 	providerName *string
@@ -95,7 +98,7 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	e := &Emitter{cfg: cfg, byPoint: make(map[Point][]Binding)}
+	e := &Emitter{cfg: cfg, byPoint: make(map[Point][]Binding), workers: newGoPool(max(4, 2*runtime.GOMAXPROCS(0)), 10*time.Second)}
 	if cfg.Identity != nil {
 		n := cfg.Identity.Name()
 		e.providerName = &n
@@ -457,7 +460,7 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 	}
 	defer cancel()
 	done := make(chan answer, 1)
-	go func() {
+	e.workers.run(func() {
 		defer func() {
 			if r := recover(); r != nil {
 				done <- answer{pan: true}
@@ -465,7 +468,7 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		}()
 		v, err := b.Interceptor.Intercept(cctx, c)
 		done <- answer{v: v, err: err}
-	}()
+	})
 	select {
 	case a := <-done:
 		if a.pan {
