@@ -315,7 +315,11 @@ func TestInlineInterceptorFailures(t *testing.T) {
 // inline, context-sharing interceptor (as the built-in kinds are) on a
 // small output context.
 func BenchmarkEmitInlineSmall(b *testing.B) {
-	ic := inlineFunc(func(_ context.Context, c *Context) (Verdict, error) { return Allow(), nil })
+	benchmarkEmitOne(b, inlineFunc(func(_ context.Context, c *Context) (Verdict, error) { return Allow(), nil }))
+}
+
+// benchmarkEmitOne emits a ~1 KB output context to one binding of ic.
+func benchmarkEmitOne(b *testing.B, ic Interceptor) {
 	e := newTestEmitter(b, Config{Bindings: []Binding{{Name: "a", Interceptor: ic}}})
 	s := testSession()
 	ev := OutputEvent(json.RawMessage(`"` + strings.Repeat("lorem ipsum ", 80) + `"`))

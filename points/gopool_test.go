@@ -2,8 +2,6 @@ package points
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,17 +80,8 @@ func deepStack(n int) int {
 // BenchmarkEmitGoroutineCall is one emission with one interceptor that does
 // not run inline and needs 12 KiB of stack, like the CEL kind.
 func BenchmarkEmitGoroutineCall(b *testing.B) {
-	ic := InterceptorFunc(func(_ context.Context, c *Context) (Verdict, error) {
+	benchmarkEmitOne(b, InterceptorFunc(func(_ context.Context, c *Context) (Verdict, error) {
 		deepStack(12)
 		return Allow(), nil
-	})
-	e := newTestEmitter(b, Config{Bindings: []Binding{{Name: "a", Interceptor: ic}}})
-	s := testSession()
-	ev := OutputEvent(json.RawMessage(`"` + strings.Repeat("lorem ipsum ", 80) + `"`))
-	b.ReportAllocs()
-	for b.Loop() {
-		if res := e.Emit(context.Background(), s, ev); !res.Proceed {
-			b.Fatal(res.Verdict)
-		}
-	}
+	}))
 }
