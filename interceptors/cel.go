@@ -305,6 +305,15 @@ type jsonList struct {
 // ConvertToNative implements ref.Val.
 func (l jsonList) ConvertToNative(t reflect.Type) (any, error) { return convertJSON(l.raw, t) }
 
+// ConvertToType implements ref.Val; to a list it stays a jsonList, so a
+// later conversion to Go still decodes.
+func (l jsonList) ConvertToType(t ref.Type) ref.Val {
+	if t == types.ListType {
+		return l
+	}
+	return l.Lister.ConvertToType(t)
+}
+
 // Value implements ref.Val: the array decoded.
 func (l jsonList) Value() any { return celDecodeJSON(gjson.ParseBytes(l.raw)) }
 
