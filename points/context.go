@@ -611,18 +611,19 @@ next:
 
 // requireObject indexes the object at path once, so that reading several
 // of its members does not rescan a large one (response.content, messages).
-func requireObject(root envMembers, path string) (envMembers, error) {
+func requireObject(buf envMembers, root envMembers, path string) (envMembers, error) {
 	r := root.Raw(path)
 	if len(r) == 0 || r[0] != '{' {
 		return nil, envErr(path, "must be an object")
 	}
-	return envIndexInto(make(envMembers, 0, 4), viewBytes(r)), nil
+	return envIndexInto(buf[:0], viewBytes(r)), nil
 }
 
 func validateConditional(root envMembers, p Point) error {
+	var buf [8]envMember // the point member's index, on the stack
 	switch p {
 	case AgentStartup:
-		ai, err := requireObject(root, "agent_init")
+		ai, err := requireObject(buf[:0], root, "agent_init")
 		if err != nil {
 			return err
 		}
@@ -637,7 +638,7 @@ func validateConditional(root envMembers, p Point) error {
 		}
 		return closed(ai, "agent_init", "tools_registered")
 	case Input:
-		in, err := requireObject(root, "input")
+		in, err := requireObject(buf[:0], root, "input")
 		if err != nil {
 			return err
 		}
@@ -651,7 +652,7 @@ func validateConditional(root envMembers, p Point) error {
 		}
 		return closed(in, "input", "content", "role")
 	case PreModelCall, PostModelCall:
-		m, err := requireObject(root, "model")
+		m, err := requireObject(buf[:0], root, "model")
 		if err != nil {
 			return err
 		}
@@ -686,7 +687,7 @@ func validateConditional(root envMembers, p Point) error {
 			})
 			return bad
 		}
-		r, err := requireObject(root, "response")
+		r, err := requireObject(buf[:0], root, "response")
 		if err != nil {
 			return err
 		}
@@ -715,7 +716,7 @@ func validateConditional(root envMembers, p Point) error {
 		}
 		return closed(r, "response", "content", "tool_calls", "finish_reason")
 	case PreToolCall, PostToolCall:
-		tc, err := requireObject(root, "tool_call")
+		tc, err := requireObject(buf[:0], root, "tool_call")
 		if err != nil {
 			return err
 		}
@@ -737,7 +738,8 @@ func validateConditional(root envMembers, p Point) error {
 		if err := closed(tc, "tool_call", "id", "name", "args", "content_hash"); err != nil {
 			return err
 		}
-		tr, err := requireObject(root, "tool_result")
+		var trBuf [8]envMember // tc stays valid: its index is in buf
+		tr, err := requireObject(trBuf[:0], root, "tool_result")
 		if err != nil {
 			return err
 		}
@@ -752,7 +754,7 @@ func validateConditional(root envMembers, p Point) error {
 		}
 		return closed(tr, "tool_result", "value", "is_error", "duration_ms")
 	case Output:
-		o, err := requireObject(root, "output")
+		o, err := requireObject(buf[:0], root, "output")
 		if err != nil {
 			return err
 		}
@@ -761,7 +763,7 @@ func validateConditional(root envMembers, p Point) error {
 		}
 		return closed(o, "output", "content")
 	case AgentShutdown:
-		s, err := requireObject(root, "summary")
+		s, err := requireObject(buf[:0], root, "summary")
 		if err != nil {
 			return err
 		}
