@@ -156,13 +156,8 @@ type jsonValue []byte
 type jsonAdapter struct{}
 
 func (a jsonAdapter) NativeToValue(v any) ref.Val {
-	var raw []byte
-	switch x := v.(type) {
-	case jsonValue:
-		raw = x
-	case gjson.Result:
-		raw = []byte(x.Raw)
-	default:
+	raw, ok := v.(jsonValue)
+	if !ok {
 		return types.DefaultTypeAdapter.NativeToValue(v)
 	}
 	i := 0
