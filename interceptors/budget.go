@@ -208,7 +208,9 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 		case "usage":
 			usage = v
 		}
-		return true
+		// Stop once everything is found (names are unique in a checked
+		// context), rather than walk on through the target.
+		return agent == nil || session == nil || ts == nil || (p == points.PostModelCall && usage == nil)
 	})
 	// Views, not copies (gjson's byte functions copy every result): the
 	// context does not change while an interceptor runs.
