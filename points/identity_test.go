@@ -567,3 +567,45 @@ func BenchmarkIdentitySession(b *testing.B) {
 		}
 	}
 }
+
+// proseCtx is an output context whose answer is n bytes of escape-free
+// ASCII prose, repeated in target as the proxy builds it: the shape of a
+// long model answer.
+func proseCtx(n int) []byte {
+	words := "the quarterly review shows steady progress across every region and team "
+	var p strings.Builder
+	for p.Len() < n {
+		p.WriteString(words)
+	}
+	s := p.String()[:n]
+	return []byte(`{"spec":"agent-hooks/0.1","interception_point":"output","timestamp":"2026-01-01T00:00:00.000Z",` +
+		`"sequence":3,"agent":{"id":"agent-1","framework":"hooksproxy"},"session":{"id":"sess-1"},` +
+		`"target":{"content":"` + s + `","role":"assistant"},"output":{"content":"` + s + `","role":"assistant"}}`)
+}
+
+func BenchmarkProse32KB(b *testing.B) {
+	raw := proseCtx(32 << 10)
+	b.Run("CheckEncoding", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if err := CheckEncoding(raw, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("Identity", func(b *testing.B) {
+		p := JCSSHA256()
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if _, err := p.Identity(raw); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("SHA256", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			sha256.Sum256(raw)
+		}
+	})
+}

@@ -491,30 +491,75 @@ const (
 )
 
 // specialByte returns the index of the first byte at or after i that is
-// '"', '\\' or a control character, or len(b); and the OR of the bytes
-// skipped (their high bits say whether UTF-8 validation is needed).
+// '"', '\\' or a control character, or len(b); and a word whose high bits
+// are set if any byte skipped is non-ASCII (then UTF-8 validation is
+// needed; a control found may also set them, and its caller fails anyway).
 func specialByte(b []byte, i int) (int, uint64) {
 	var seen uint64
-	for ; i+8 <= len(b); i += 8 {
+	// Member names and short values end within a few words: SWAR them.
+	for stop := min(i+32, len(b)); i+8 <= stop; i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
-		q, s := x^quotes, x^slashes
-		// Exact for the lowest flagged byte; borrows may flag bytes above
-		// it, which is harmless since only the lowest is used.
-		t := ((q - ones) &^ q) | ((s - ones) &^ s) | ((x - spaces) &^ x)
-		if t &= highs; t != 0 {
+		if t := flagged(x); t != 0 {
 			k := bits.TrailingZeros64(t) >> 3
 			return i + k, seen | x&(1<<(8*k)-1)
 		}
 		seen |= x
 	}
-	for ; i < len(b); i++ {
-		ch := b[i]
-		if ch == '"' || ch == '\\' || ch < 0x20 {
-			return i, seen
+	// Long strings: the vectorised IndexByte finds the quote and the
+	// backslash, and one branch-free pass looks for controls and high
+	// bytes. The window doubles, so a string dense with escapes rescans
+	// little and a long plain one is read in few calls.
+	for w := 64; i < len(b); w *= 2 {
+		seg := b[i:min(i+w, len(b))]
+		n := len(seg)
+		if q := bytes.IndexByte(seg, '"'); q >= 0 {
+			n = q
 		}
-		seen |= uint64(ch)
+		if s := bytes.IndexByte(seg[:n], '\\'); s >= 0 {
+			n = s
+		}
+		var ctl uint64
+		p := seg[:n]
+		for ; len(p) >= 32; p = p[32:] {
+			x0 := binary.LittleEndian.Uint64(p)
+			x1 := binary.LittleEndian.Uint64(p[8:])
+			x2 := binary.LittleEndian.Uint64(p[16:])
+			x3 := binary.LittleEndian.Uint64(p[24:])
+			ctl |= (x0-spaces)&^x0 | (x1-spaces)&^x1 | (x2-spaces)&^x2 | (x3-spaces)&^x3
+			seen |= x0 | x1 | x2 | x3
+		}
+		for ; len(p) >= 8; p = p[8:] {
+			x := binary.LittleEndian.Uint64(p)
+			ctl |= (x - spaces) &^ x
+			seen |= x
+		}
+		for _, c := range p {
+			if c < 0x20 {
+				ctl = highs
+			}
+			seen |= uint64(c)
+		}
+		if ctl&highs != 0 {
+			for k := 0; k < n; k++ {
+				if seg[k] < 0x20 {
+					return i + k, seen
+				}
+			}
+		}
+		if n < len(seg) {
+			return i + n, seen
+		}
+		i += len(seg)
 	}
 	return i, seen
+}
+
+// flagged has the high bit set in the lowest byte of x that is '"', '\\'
+// or a control character; borrows may flag bytes above it, which is
+// harmless since only the lowest is used.
+func flagged(x uint64) uint64 {
+	q, s := x^quotes, x^slashes
+	return (((q - ones) &^ q) | ((s - ones) &^ s) | ((x - spaces) &^ x)) & highs
 }
 
 // str canonicalizes the string whose body starts at raw[i] and returns the

@@ -369,7 +369,8 @@ func TestCompareUTF16(t *testing.T) {
 
 func TestSpecialByte(t *testing.T) {
 	t.Parallel()
-	for n := 0; n < 40; n++ {
+	// Lengths past the SWAR prefix and across several doubling windows.
+	for _, n := range []int{0, 1, 7, 8, 15, 16, 31, 32, 33, 39, 40, 95, 96, 97, 160, 161, 300, 1000} {
 		for _, sp := range []byte{'"', '\\', 0x00, 0x1f, '\n'} {
 			for pos := 0; pos <= n; pos++ {
 				for _, fill := range []byte{'x', 0xc3, 0x80, 0xff} {
@@ -386,10 +387,45 @@ func TestSpecialByte(t *testing.T) {
 					if fill >= 0x80 && want > 0 && seen&highs == 0 {
 						t.Fatalf("specialByte(%q) missed non-ASCII before %d", b, want)
 					}
+					if fill == 'x' && sp >= 0x20 && seen&highs != 0 {
+						t.Fatalf("specialByte(%q) flagged ASCII as non-ASCII", b)
+					}
 				}
 			}
 		}
 	}
+}
+
+// FuzzSpecialByte compares specialByte with a byte-at-a-time scan from
+// every start offset.
+func FuzzSpecialByte(f *testing.F) {
+	f.Add([]byte(`plain prose with "a quote`), 0)
+	f.Add(bytes.Repeat([]byte("long plain text é "), 40), 3)
+	f.Add(append(bytes.Repeat([]byte("x"), 200), '\\', 'n'), 0)
+	f.Add(append(bytes.Repeat([]byte("x"), 100), 0x01, '"'), 17)
+	f.Fuzz(func(t *testing.T, b []byte, start int) {
+		if start < 0 || start > len(b) {
+			start = 0
+		}
+		want, high := len(b), false
+		for k := start; k < len(b); k++ {
+			if c := b[k]; c == '"' || c == '\\' || c < 0x20 {
+				want = k
+				break
+			}
+			high = high || b[k] >= 0x80
+		}
+		got, seen := specialByte(b, start)
+		if got != want {
+			t.Fatalf("specialByte(%q, %d) = %d, want %d", b, start, got, want)
+		}
+		if high && seen&highs == 0 {
+			t.Fatalf("specialByte(%q, %d) missed a non-ASCII byte", b, start)
+		}
+		if !high && (want == len(b) || b[want] >= 0x20) && seen&highs != 0 {
+			t.Fatalf("specialByte(%q, %d) flagged ASCII as non-ASCII", b, start)
+		}
+	})
 }
 
 // TestJCSPoolReuse runs canonicalizations of different shapes through the
