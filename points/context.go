@@ -181,7 +181,16 @@ func PostToolCallEvent(id, name string, args, value json.RawMessage, isError boo
 
 // OutputEvent builds output over the final answer's content.
 func OutputEvent(content json.RawMessage) Event {
-	return Event{Point: Output, Members: []Member{{"output", jsonObject("content", content)}}}
+	return OutputEventIn(nil, content)
+}
+
+// OutputEventIn is OutputEvent writing its member into dst's spare
+// capacity, for a host that lends a buffer for a long answer. dst must
+// not change while the event is in use.
+func OutputEventIn(dst []byte, content json.RawMessage) Event {
+	v := append(dst[:0], `{"content":`...)
+	v = append(v, content...)
+	return Event{Point: Output, Members: []Member{{"output", append(v, '}')}}}
 }
 
 // ShutdownEvent builds agent_shutdown; reason is completed, error or cancelled.

@@ -24,6 +24,45 @@ type run struct {
 	sess *session
 	w    http.ResponseWriter
 	r    *http.Request
+	// lent are the big buffers this request borrowed (buffer); they go
+	// back to the pool when the handler returns (free).
+	lent []*[]byte
+}
+
+// lendMin is the smallest buffer worth pooling: below it an allocation is
+// cheaper than the pool's bookkeeping.
+const lendMin = 8 << 10
+
+// buffer returns an empty buffer with room for n bytes that stays the
+// request's until the handler returns. A long answer is copied into the
+// response projection and the output member before the emitter copies it
+// into a context; lending those two keeps them out of the allocator and
+// the GC. Only what nothing holds past the handler may live in one: the
+// emitter copies event members out. The completion itself is not lent,
+// since strings read from it through view (tool call ids and names) are
+// kept in the session.
+func (rn *run) buffer(n int) []byte {
+	if n < lendMin {
+		return make([]byte, 0, n)
+	}
+	p, _ := rn.s.lend.Get().(*[]byte)
+	if p == nil || cap(*p) < n {
+		b := make([]byte, 0, n+n/8)
+		p = &b
+	}
+	rn.lent = append(rn.lent, p)
+	return (*p)[:0]
+}
+
+// free returns the lent buffers; outsized ones are left to the GC so one
+// huge answer does not pin its memory.
+func (rn *run) free() {
+	for _, p := range rn.lent {
+		if cap(*p) <= 1<<20 {
+			rn.s.lend.Put(p)
+		}
+	}
+	rn.lent = nil
 }
 
 // end closes a header-less run's session with agent_shutdown{reason}; a
@@ -74,6 +113,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	sess, created := s.resolveSession(r, body)
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
+	defer rn.free() // registered first, so it runs after every other defer
 	ctx := points.WithRequestID(r.Context(), requestID(w, r))
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
@@ -179,7 +219,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			// output: the turn's final answer.
-			res := em.Emit(ctx, sess.ps, points.OutputEvent(t.view.answerText()))
+			answer := t.view.answerText()
+			res := em.Emit(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(answer)+16), answer))
 			if !res.Proceed {
 				rn.blocked(res)
 				return
@@ -335,7 +376,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if respModel == "" {
 		respModel = model
 	}
-	response, _ := v.projectResponse()
+	response, _ := v.projectResponse(rn.buffer(len(v.answerText()) + 96))
 	t.post = points.PostModelCallEvent(respModel, response).With("request_id", quoteJSON(reqID))
 	if u := v.usageMember(); u != nil {
 		t.post = t.post.With("usage", u)

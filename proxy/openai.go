@@ -213,11 +213,11 @@ func (v *completionView) answerText() []byte {
 }
 
 // projectResponse builds post_model_call's response member from a
-// chat.completion (choice 0): {content, tool_calls:[{id,name,args}], finish_reason}.
-func (v *completionView) projectResponse() (response []byte, callIDs []string) {
+// chat.completion (choice 0): {content, tool_calls:[{id,name,args}],
+// finish_reason}, appended to dst[:0].
+func (v *completionView) projectResponse(dst []byte) (response []byte, callIDs []string) {
 	text := v.answerText()
-	out := make([]byte, 0, len(text)+96)
-	out = append(out, `{"content":`...)
+	out := append(dst[:0], `{"content":`...)
 	out = append(out, text...)
 	out = append(out, `,"tool_calls":[`...)
 	n := 0

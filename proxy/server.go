@@ -105,6 +105,7 @@ type Server struct {
 	// released stream would otherwise be allocated and grown.
 	writers sync.Pool
 	reads   sync.Pool // *bytes.Buffer for bodies of unknown length
+	lend    sync.Pool // *[]byte lent to one request (run.buffer)
 	streams sync.Pool // *ChatStream, reused by holdStream
 }
 
