@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -66,8 +67,10 @@ func (c *lru) get(key string, now time.Time) *counters {
 		c.l.MoveToFront(e)
 		return &e.Value.(*lruEntry).c
 	}
-	ent := &lruEntry{key: key, c: counters{first: now}}
-	c.m[key] = c.l.PushFront(ent)
+	// The key may be a view into a context (gjson on bytesView): clone it,
+	// or the entry would pin that whole context for as long as it lives.
+	ent := &lruEntry{key: strings.Clone(key), c: counters{first: now}}
+	c.m[ent.key] = c.l.PushFront(ent)
 	for c.l.Len() > c.cap {
 		old := c.l.Back()
 		c.l.Remove(old)

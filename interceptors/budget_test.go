@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/tidwall/sjson"
 
@@ -181,5 +182,31 @@ func TestBudgetEviction(t *testing.T) {
 	run(t, ic, withSession(t, shutdownCtx(t), "agent-0", "s-0", ""))
 	if s, _ := ic.tracked(); s != 2 {
 		t.Fatalf("after shutdown tracked %d sessions, want 2", s)
+	}
+}
+
+// TestBudgetKeysDoNotPinContexts: the LRU keys are read from the context
+// through views, so an uncloned key would keep the whole context (up to a
+// long message history) alive for as long as its agent or session entry.
+func TestBudgetKeysDoNotPinContexts(t *testing.T) {
+	ic := build(t, KindBudget, `{"max_model_calls":100,"scope":"both"}`)
+	pm := preModel(t, "m", `[{"role":"user","content":"`+strings.Repeat("x", 4096)+`"}]`)
+	run(t, ic, pm)
+	raw := pm.Raw()
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(raw)))
+	hi := lo + uintptr(len(raw))
+	b := ic.(*Budget)
+	n := 0
+	for _, l := range []*lru{b.agents, b.sessions} {
+		for e := l.l.Front(); e != nil; e = e.Next() {
+			n++
+			p := uintptr(unsafe.Pointer(unsafe.StringData(e.Value.(*lruEntry).key)))
+			if p >= lo && p < hi {
+				t.Errorf("LRU key %q points into the context", e.Value.(*lruEntry).key)
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d LRU entries, want an agent and a session", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,6 +165,7 @@ func (ss *sessions) link(s *session, ids []string) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, id := range ids {
+		id = strings.Clone(id) // ids may be views into a request or answer
 		if s.headerless {
 			ss.byCall[id] = s
 		}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -104,5 +105,42 @@ func TestCloseCancelsOpenSessions(t *testing.T) {
 		if r, _ := reasons.Load(id); r != "cancelled" {
 			t.Fatalf("%s ended %v, want cancelled", id, r)
 		}
+	}
+}
+
+// TestSessionKeepsClonesOfCallIDs: tool call ids and names are read from
+// answers through views; the session must keep copies, or each entry would
+// pin the whole answer it came from for the session's life.
+func TestSessionKeepsClonesOfCallIDs(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	_, s, _ := sessionProxy(t, up.URL, Options{})
+	defer s.Close()
+	sess, _ := s.sessions.get("sess-pin", false, time.Now())
+	answer := []byte(`{"id":"call_1","name":"lookup"}`)
+	id, name := view(answer)[7:13], view(answer)[23:29]
+	if id != "call_1" || name != "lookup" {
+		t.Fatalf("test slicing is off: %q %q", id, name)
+	}
+	s.preTool(t.Context(), s.Emitter(), sess, id, name, []byte(`{}`))
+	s.sessions.link(sess, []string{id})
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(answer)))
+	inside := func(str string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(str)))
+		return p >= lo && p < lo+uintptr(len(answer))
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	for k, tc := range sess.tools {
+		if inside(k) || inside(tc.name) {
+			t.Errorf("session tool entry %q/%q points into the answer", k, tc.name)
+		}
+	}
+	for k := range sess.callIDs {
+		if inside(k) {
+			t.Errorf("session call id %q points into the answer", k)
+		}
+	}
+	if len(sess.tools) != 1 || len(sess.callIDs) != 1 {
+		t.Fatalf("tools %d, call ids %d; want 1 and 1", len(sess.tools), len(sess.callIDs))
 	}
 }

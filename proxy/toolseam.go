@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -86,8 +87,10 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		defer sess.mu.Unlock()
 		return tc.outcome(), nil, true
 	}
-	tc := &toolCall{name: name, ready: make(chan struct{}), reqArgs: args}
-	sess.tools[id] = tc
+	// id and name may be views into the completion (gjson on view): the
+	// session keeps clones, not the whole answer.
+	tc := &toolCall{name: strings.Clone(name), ready: make(chan struct{}), reqArgs: args}
+	sess.tools[strings.Clone(id)] = tc
 	sess.mu.Unlock()
 	r := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
 	sess.mu.Lock()
