@@ -634,7 +634,10 @@ func writeBack(raw []byte, p Point, target []byte) ([]byte, error) {
 func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
 	n := len(bs)
 	resume := e.cfg.Composition.OnApproval == OnApprovalResume
-	var per, pool []Verdict
+	// One allocation for both: per holds a verdict per binding, pool those
+	// plus any approval's (which grows it past its share, rarely).
+	buf := make([]Verdict, 0, 2*n)
+	per, pool := buf[:0:n], buf[n:n]
 	var last *Verdict
 	var lastIdx int
 	resolvedBy := ""
@@ -692,7 +695,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 }
 
 func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
-	var all []Verdict
+	all := make([]Verdict, 0, len(bs))
 	for _, b := range bs {
 		v := e.call(ctx, p, b, *work)
 		if v.Decision == DecisionTransform {
