@@ -189,6 +189,20 @@ func (b *Budget) exceeded(p points.Point, c *counters) (limit, bool) {
 	return limit{}, false
 }
 
+// reads reports whether the budget has anything to do at p: count (model
+// and tool calls, usage), check a limit, forget a session at its end, or,
+// with max_elapsed, start a session's clock at its first point. Elsewhere
+// (agent_startup, input, output, post_tool_call without max_elapsed) it
+// allows without reading the context, since no counter or verdict could
+// differ.
+func (b *Budget) reads(p points.Point) bool {
+	switch p {
+	case points.PreModelCall, points.PostModelCall, points.PreToolCall, points.AgentShutdown:
+		return true
+	}
+	return b.maxElapsed > 0
+}
+
 // Intercept counts and checks. Limits gate pre_model_call (calls and
 // tokens) and pre_tool_call (calls); max_elapsed also gates input.
 // agent_shutdown forgets the session.
@@ -197,6 +211,9 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 		return points.Verdict{}, err
 	}
 	p := c.Point()
+	if !b.reads(p) {
+		return points.Allow(), nil
+	}
 	// One walk of the root finds what the budget reads; a gjson path per
 	// member rescanned the context (past a long answer for usage) each time.
 	var agent, session, ts, usage []byte

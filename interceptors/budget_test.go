@@ -210,3 +210,47 @@ func TestBudgetKeysDoNotPinContexts(t *testing.T) {
 		t.Fatalf("%d LRU entries, want an agent and a session", n)
 	}
 }
+
+// TestBudgetSkipsPointsItCannotGate: without max_elapsed, agent_startup,
+// input, output and post_tool_call can neither change a counter nor be
+// denied, so the budget answers allow without reading them (and keeps no
+// entry for them); with max_elapsed the session's clock starts at its
+// first point, so every point is read.
+func TestBudgetSkipsPointsItCannotGate(t *testing.T) {
+	others := []*points.Context{startupCtx(t, `[]`), inputCtx(t, `"hi"`), outputCtx(t, `"x"`), postTool(t, "f", `{}`, `"ok"`)}
+	calls := build(t, KindBudget, `{"max_model_calls":1}`).(*Budget)
+	for _, c := range others {
+		if got := verdictSummary(run(t, calls, c)); got != "allow" {
+			t.Fatalf("%s: %s", c.Point(), got)
+		}
+	}
+	if n := calls.sessions.len(); n != 0 {
+		t.Fatalf("%d session entries after points the budget cannot gate, want 0", n)
+	}
+	pm := preModel(t, "m", `[]`)
+	if got := verdictSummary(run(t, calls, pm)); got != "allow" {
+		t.Fatalf("1st model call: %s", got)
+	}
+	run(t, calls, outputCtx(t, `"x"`))
+	if got := verdictSummary(run(t, calls, pm)); got != "deny budget_exceeded" {
+		t.Fatalf("2nd model call: %s", got)
+	}
+
+	elapsed := build(t, KindBudget, `{"max_elapsed":"1h"}`).(*Budget)
+	run(t, elapsed, startupCtx(t, `[]`))
+	if n := elapsed.sessions.len(); n != 1 {
+		t.Fatalf("with max_elapsed, %d session entries after agent_startup, want 1 (the clock starts there)", n)
+	}
+}
+
+// BenchmarkBudgetOutput is the budget at a point it cannot gate.
+func BenchmarkBudgetOutput(b *testing.B) {
+	ic := build(b, KindBudget, `{"max_model_calls":1000000000,"scope":"both"}`)
+	c := outputCtx(b, `"`+strings.Repeat("lorem ipsum ", 80)+`"`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ic.Intercept(context.Background(), c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
