@@ -353,19 +353,21 @@ func (r *report) markdown() string {
 		b.WriteString("\n### Memory with held streams\n\n")
 		b.WriteString("A fresh proxy process per row; the upstream parks every stream just before `data: [DONE]` until all are parked and the proxy is idle. Δ is against the same process warmed and idle. Response bytes = the SSE body one client receives.\n\n")
 		b.WriteString("The over-bare columns subtract the bare proxy's figure for the same size: the memory any Go proxy spends per open connection, so what remains is what holding the stream costs.\n\n")
-		b.WriteString("| target | size | streams | completed | response bytes | RSS Δ/stream | live heap Δ/stream | RSS ÷ response | heap ÷ response | RSS over bare ÷ response | heap over bare ÷ response | goroutines/stream | time to hold all |\n")
-		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		b.WriteString("Stack Δ/stream is part of RSS Δ and not of the live heap: the goroutines' stacks, after the same GC.\n\n")
+		b.WriteString("| target | size | streams | completed | response bytes | RSS Δ/stream | live heap Δ/stream | stack Δ/stream | RSS ÷ response | heap ÷ response | RSS over bare ÷ response | heap over bare ÷ response | goroutines/stream | time to hold all |\n")
+		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, h := range r.Held {
 			rss := perStream(h.Held.RSS, h.Base.RSS, h.holding())
 			heap := perStream(h.Live.HeapAlloc, h.Base.HeapAlloc, h.holding())
+			stack := perStream(h.Live.StackInuse, h.Base.StackInuse, h.holding())
 			g := float64(h.Held.Goroutines-h.Base.Goroutines) / float64(h.holding())
 			overRSS, overHeap := "—", "—"
 			if bare := r.heldBare(h.Size); bare.ok && h.Target != bench.Bare {
 				overRSS = fmtRatio(ratio(rss-bare.rss, float64(h.WireBytes)))
 				overHeap = fmtRatio(ratio(heap-bare.heap, float64(h.WireBytes)))
 			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", h.Target, sizeName(h.Size), h.Streams, h.Completed,
-				fmtBytes(float64(h.WireBytes)), fmtBytes(rss), fmtBytes(heap),
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %.1f | %s |\n", h.Target, sizeName(h.Size), h.Streams, h.Completed,
+				fmtBytes(float64(h.WireBytes)), fmtBytes(rss), fmtBytes(heap), fmtBytes(stack),
 				fmtRatio(ratio(rss, float64(h.WireBytes))), fmtRatio(ratio(heap, float64(h.WireBytes))), overRSS, overHeap, g, fmtDur(h.HoldTime))
 		}
 	}
