@@ -135,13 +135,14 @@ func TestResolveContextEndLeavesNoLeftover(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, w := newTestConsole(t, ConsoleOptions{})
 			ctx, cancel := context.WithCancel(context.Background())
-			var dl context.CancelFunc = func() {}
+			dl := &firedDeadline{Context: ctx, done: make(chan struct{})}
 			if name == "deadline" {
-				// The emitter's resolver timeout arrives as a ctx deadline;
-				// the timer runs out while the approval is queued.
-				ctx, dl = context.WithTimeout(ctx, time.Millisecond)
+				// The emitter's resolver timeout arrives as a ctx deadline.
+				// It is fired by hand once the approval is queued: a real
+				// 1 ms timer could run out before Resolve queued it, and
+				// the wait for the queue would never end.
+				ctx = dl
 			}
-			defer dl()
 			done := resolveAsync(ctx, c, testRequest(sp("i"), ""))
 			w.waitEnqueued(1)
 			id := ""
@@ -150,6 +151,8 @@ func TestResolveContextEndLeavesNoLeftover(t *testing.T) {
 			}
 			if name == "cancel" {
 				cancel()
+			} else {
+				dl.fire()
 			}
 			r := <-done
 			cancel()
@@ -490,3 +493,25 @@ func TestWithEmitter(t *testing.T) {
 		})
 	}
 }
+
+// firedDeadline is a context whose deadline passes when the test says so:
+// Done closes and Err reports context.DeadlineExceeded, as a timer's would.
+type firedDeadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func (d *firedDeadline) Deadline() (time.Time, bool) { return time.Now().Add(time.Hour), true }
+func (d *firedDeadline) Done() <-chan struct{}       { return d.done }
+
+func (d *firedDeadline) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (d *firedDeadline) fire() { d.once.Do(func() { close(d.done) }) }
