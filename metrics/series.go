@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -91,7 +92,7 @@ type emissionSeries struct {
 
 func (m *Metrics) resolveEmission(k emissionKey) (*emissionSeries, bool) {
 	s := &emissionSeries{point: pointLabel(k.point)}
-	c, err := m.decisions.GetMetricWithLabelValues(s.point, decisionLabel(k.decision), modeLabel(k.mode), boolLabel(k.liftable))
+	c, err := m.decisions.GetMetricWithLabelValues(s.point, decisionLabel(k.decision), modeLabel(k.mode), strconv.FormatBool(k.liftable))
 	if err != nil {
 		return nil, false
 	}
@@ -101,11 +102,4 @@ func (m *Metrics) resolveEmission(k emissionKey) (*emissionSeries, bool) {
 	}
 	s.decisions, s.duration = c, h
 	return s, true
-}
-
-func boolLabel(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }
