@@ -188,9 +188,7 @@ func OutputEvent(content json.RawMessage) Event {
 // capacity, for a host that lends a buffer for a long answer. dst must
 // not change while the event is in use.
 func OutputEventIn(dst []byte, content json.RawMessage) Event {
-	v := append(dst[:0], `{"content":`...)
-	v = append(v, content...)
-	return Event{Point: Output, Members: []Member{{"output", append(v, '}')}}}
+	return Event{Point: Output, Members: []Member{{"output", appendObject(dst[:0], "content", content)}}}
 }
 
 // ShutdownEvent builds agent_shutdown; reason is completed, error or cancelled.
@@ -211,7 +209,12 @@ func toolCall(id, name string, args json.RawMessage) json.RawMessage {
 }
 
 func jsonObject(key string, value json.RawMessage) json.RawMessage {
-	v := appendQuoted([]byte{'{'}, key)
+	return appendObject(nil, key, value)
+}
+
+// appendObject appends the one-member object {key: value} to dst.
+func appendObject(dst []byte, key string, value json.RawMessage) json.RawMessage {
+	v := appendQuoted(append(dst, '{'), key)
 	v = append(v, ':')
 	v = append(v, value...)
 	return append(v, '}')
