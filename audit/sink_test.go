@@ -389,3 +389,53 @@ func TestStdoutSinkName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// countWriter counts Write calls.
+type countWriter struct {
+	mu     sync.Mutex
+	writes int
+	out    strings.Builder
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.writes++
+	return c.out.Write(p)
+}
+
+func (c *countWriter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.writes }
+
+// TestLingerGroupsRecordsIntoOneWrite writes records a millisecond apart:
+// without the linger the drain goroutine wakes and writes for each of
+// them; with it, they reach the writer in one write, and Flush still
+// returns only once they are all there.
+func TestLingerGroupsRecordsIntoOneWrite(t *testing.T) {
+	for _, tc := range []struct {
+		linger   time.Duration
+		maxWrite int
+		minWrite int
+	}{
+		{linger: time.Second, minWrite: 1, maxWrite: 1},
+		{linger: -1, minWrite: 2, maxWrite: 10},
+	} {
+		w := &countWriter{}
+		s := NewWriterSink("w", w, WithLinger(tc.linger))
+		for i := range 10 {
+			s.Write(rec("s", int64(i)))
+			time.Sleep(time.Millisecond)
+		}
+		if err := s.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(w.out.String(), "\n"); got != 10 {
+			t.Fatalf("linger %v: %d lines after Flush, want 10", tc.linger, got)
+		}
+		if n := w.count(); n < tc.minWrite || n > tc.maxWrite {
+			t.Errorf("linger %v: %d writes, want %d..%d", tc.linger, n, tc.minWrite, tc.maxWrite)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
