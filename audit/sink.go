@@ -20,7 +20,6 @@ const (
 	DefaultQueueSize     = 8192
 	DefaultFsyncInterval = time.Second
 	DefaultLogInterval   = 10 * time.Second
-	DefaultLinger        = 2 * time.Millisecond
 )
 
 // The operations a sink error is counted under ([Reporter.SinkError]).
@@ -71,9 +70,8 @@ const (
 	// [WithSyncWrite] to fsync each record before Append returns.
 	FsyncAlways FsyncPolicy = "always"
 	// FsyncInterval fsyncs at most once per interval, when something was
-	// written ([WithFsyncInterval]); lines reach the OS within the linger
-	// ([WithLinger]) of being queued, so a process crash loses at most the
-	// records of that window.
+	// written ([WithFsyncInterval]); lines reach the OS as soon as the
+	// queue is momentarily empty, so a process crash loses nothing written.
 	FsyncInterval FsyncPolicy = "interval"
 	// FsyncNever leaves durability to the OS, except on Flush, rotation and
 	// Close.
@@ -105,7 +103,6 @@ type options struct {
 	logger        *slog.Logger
 	reporter      Reporter
 	logInterval   time.Duration
-	linger        time.Duration
 	now           func() time.Time
 	tailChunk     int
 }
@@ -147,21 +144,13 @@ func WithReporter(r Reporter) Option { return func(o *options) { o.reporter = r 
 // since the previous one.
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
-// WithLinger sets how long the drain goroutine waits, once a record arrives
-// at an empty queue, for more to join it before it writes (default
-// [DefaultLinger]; a negative value writes at once). Each wake-up and write
-// costs a syscall or two: without a linger an agent's six records per call
-// paid up to six of each, on the same cores as the requests. Flush and
-// Close still return only after everything queued before them is written.
-func WithLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
-
 // withClock and withTailChunk are test seams.
 func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 func withTailChunk(n int) Option            { return func(o *options) { o.tailChunk = n } }
 
 func buildOptions(name string, opts []Option) options {
 	o := options{name: name, queue: DefaultQueueSize, fsync: FsyncInterval, fsyncInterval: DefaultFsyncInterval,
-		logInterval: DefaultLogInterval, linger: DefaultLinger, now: time.Now, tailChunk: 64 << 10}
+		logInterval: DefaultLogInterval, now: time.Now, tailChunk: 64 << 10}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -454,25 +443,10 @@ func (s *Sink) run() {
 		defer t.Stop()
 		tick = t.C
 	}
-	var linger *time.Timer
-	if s.o.linger > 0 {
-		linger = time.NewTimer(s.o.linger)
-		linger.Stop()
-		defer linger.Stop()
-	}
-	full := false // the last batch stopped at maxBatch: more are queued
 	for {
 		select {
 		case it := <-s.q:
-			if linger != nil && it.kind == kindLine && !full {
-				// The queue was empty: let this record's siblings join it.
-				// The wait is on the timer alone, so records queued
-				// meanwhile wake nobody.
-				linger.Reset(s.o.linger)
-				<-linger.C
-			}
 			b := s.batch(it)
-			full = b.full
 			if s.be.flush() == nil && (len(b.replies) > 0 || b.closing || s.o.fsync == FsyncAlways) {
 				_ = s.be.sync()
 			}
@@ -500,7 +474,6 @@ func (s *Sink) run() {
 type batch struct {
 	replies []chan error
 	closing bool
-	full    bool // stopped at maxBatch with the queue not yet empty
 }
 
 // batch buffers first and whatever else is queued, up to maxBatch records;
@@ -526,7 +499,6 @@ func (s *Sink) batch(first item) batch {
 			return b
 		}
 	}
-	b.full = true
 	return b
 }
 
