@@ -43,3 +43,11 @@ func BenchmarkInterceptor(b *testing.B) {
 		m.Interceptor("allow-all", points.Output, v, time.Millisecond)
 	}
 }
+
+func BenchmarkUpstreamRequest(b *testing.B) {
+	m, _ := newMetrics(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.UpstreamRequest(200, true, time.Millisecond)
+	}
+}

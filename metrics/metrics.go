@@ -43,7 +43,6 @@
 package metrics
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -146,6 +145,7 @@ type Metrics struct {
 
 	emissions    seriesCache[emissionKey, *emissionSeries]
 	interceptors seriesCache[interceptorKey, *interceptorSeries]
+	upstream     seriesCache[upstreamKey, *upstreamSeries]
 
 	now func() time.Time
 }
@@ -301,14 +301,12 @@ func (m *Metrics) UpstreamRequest(status int, stream bool, d time.Duration) {
 	if m == nil {
 		return
 	}
-	code, class := "error", "error"
-	if status >= 100 && status <= 599 {
-		code, class = strconv.Itoa(status), strconv.Itoa(status/100)+"xx"
+	if status < 100 || status > 599 {
+		status = 0 // one "error" series, whatever the bad value
 	}
-	s := strconv.FormatBool(stream)
-	inc(m.upstreamRequests, code, s)
-	if h, err := m.upstreamDuration.GetMetricWithLabelValues(class, s); err == nil {
-		h.Observe(d.Seconds())
+	if s, ok := m.upstream.get(upstreamKey{status, stream}, m.resolveUpstream); ok {
+		s.requests.Inc()
+		s.duration.Observe(d.Seconds())
 	}
 }
 

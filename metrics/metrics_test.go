@@ -242,3 +242,23 @@ func TestReasonCardinalityCapped(t *testing.T) {
 		t.Fatalf("other = %v, want 7", v)
 	}
 }
+
+// TestUpstreamStatusOutOfRangeIsError checks that every status outside
+// 100–599 (0 is a failed call) counts in the one "error" series, cached or
+// not.
+func TestUpstreamStatusOutOfRangeIsError(t *testing.T) {
+	m, reg := newMetrics(t)
+	for _, st := range []int{0, -1, 99, 600, 0} {
+		m.UpstreamRequest(st, false, time.Millisecond)
+	}
+	m.UpstreamRequest(503, false, time.Millisecond)
+	want := `
+# HELP hooksproxy_upstream_requests_total Upstream model API calls by HTTP status code (error when none arrived) and streaming.
+# TYPE hooksproxy_upstream_requests_total counter
+hooksproxy_upstream_requests_total{code="503",stream="false"} 1
+hooksproxy_upstream_requests_total{code="error",stream="false"} 5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hooksproxy_upstream_requests_total"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -103,3 +103,34 @@ func (m *Metrics) resolveEmission(k emissionKey) (*emissionSeries, bool) {
 	s.decisions, s.duration = c, h
 	return s, true
 }
+
+// upstreamKey identifies an upstream call's series: the status code (0 when
+// the call failed) and whether the answer was a stream.
+type upstreamKey struct {
+	status int
+	stream bool
+}
+
+// upstreamSeries holds the requests counter of one status and the duration
+// histogram of its class.
+type upstreamSeries struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+func (m *Metrics) resolveUpstream(k upstreamKey) (*upstreamSeries, bool) {
+	code, class := "error", "error"
+	if k.status >= 100 && k.status <= 599 {
+		code, class = strconv.Itoa(k.status), strconv.Itoa(k.status/100)+"xx"
+	}
+	s := strconv.FormatBool(k.stream)
+	c, err := m.upstreamRequests.GetMetricWithLabelValues(code, s)
+	if err != nil {
+		return nil, false
+	}
+	h, err := m.upstreamDuration.GetMetricWithLabelValues(class, s)
+	if err != nil {
+		return nil, false
+	}
+	return &upstreamSeries{requests: c, duration: h}, true
+}
