@@ -142,6 +142,8 @@ type Metrics struct {
 	heldStreams         prometheus.Gauge
 	activeSessions      prometheus.Gauge
 	tokens              *prometheus.CounterVec
+	promptTokens        prometheus.Counter // tokens' two series, resolved once
+	completionTokens    prometheus.Counter
 
 	emissions    seriesCache[emissionKey, *emissionSeries]
 	interceptors seriesCache[interceptorKey, *interceptorSeries]
@@ -207,9 +209,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	for _, r := range []string{"success", "failure"} {
 		m.configReloads.WithLabelValues(r)
 	}
-	for _, d := range []string{"prompt", "completion"} {
-		m.tokens.WithLabelValues(d)
-	}
+	m.promptTokens, m.completionTokens = m.tokens.WithLabelValues("prompt"), m.tokens.WithLabelValues("completion")
 	// A running process has a configuration that loaded.
 	m.configLastOK.Set(1)
 	return m, nil
@@ -340,10 +340,10 @@ func (m *Metrics) Tokens(prompt, completion int64) {
 		return
 	}
 	if prompt > 0 {
-		m.tokens.WithLabelValues("prompt").Add(float64(prompt))
+		m.promptTokens.Add(float64(prompt))
 	}
 	if completion > 0 {
-		m.tokens.WithLabelValues("completion").Add(float64(completion))
+		m.completionTokens.Add(float64(completion))
 	}
 }
 
