@@ -361,9 +361,10 @@ func appendTimestamp(b []byte, t time.Time) []byte {
 	return append(b, d[:]...)
 }
 
-// build renders the wire context of ev. The target aliases the point's
-// field: it is a second copy of the same bytes, kept equal by write-back.
-func (s *Session) build(ev Event, seq int64, now time.Time) ([]byte, error) {
+// build renders the wire context of ev, in lend(size) when lend is not
+// nil. The target aliases the point's field: it is a second copy of the
+// same bytes, kept equal by write-back.
+func (s *Session) build(ev Event, seq int64, now time.Time, lend func(n int) []byte) ([]byte, error) {
 	var target []byte
 	field := ev.Point.Field()
 	size := 256 + len(s.head)
@@ -391,7 +392,12 @@ func (s *Session) build(ev Event, seq int64, now time.Time) ([]byte, error) {
 		return nil, fmt.Errorf("points: %s requires member %s", ev.Point, field)
 	}
 	size += len(target)
-	b := make([]byte, 0, size)
+	var b []byte
+	if lend != nil {
+		b = lend(size)[:0]
+	} else {
+		b = make([]byte, 0, size)
+	}
 	b = append(b, `{"spec":"`+SpecVersion+`","interception_point":"`...)
 	b = append(b, ev.Point...)
 	b = append(b, `","timestamp":"`...)

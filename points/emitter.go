@@ -61,6 +61,11 @@ type Observer interface {
 type Emitter struct {
 	cfg     Config
 	byPoint map[Point][]Binding
+	// lends says, per point, whether a context may be built in a buffer
+	// the caller lends (EmitIn): true when no binding there reads the
+	// shared bytes from another goroutine, which could outlive the
+	// emission after a timeout.
+	lends map[Point]bool
 	// workers runs calls that do not run inline (goPool).
 	workers *goPool
 	// providerName is shared by every record (read-only), not allocated
@@ -113,14 +118,30 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 			}
 		}
 	}
+	e.lends = make(map[Point]bool)
 	for _, p := range AllPoints() {
+		lends := true
 		for _, b := range cfg.Bindings {
 			if b.boundAt(p) {
 				e.byPoint[p] = append(e.byPoint[p], b)
+				lends = lends && !sharedOffThread(b.Interceptor)
 			}
 		}
+		e.lends[p] = lends
 	}
 	return e, nil
+}
+
+// sharedOffThread reports whether the emitter would hand i the shared
+// context bytes on a goroutine of its own (callInner): such a call may
+// still be reading them after a timeout ended the emission.
+func sharedOffThread(i Interceptor) bool {
+	cs, ok := i.(ContextSharer)
+	if !ok || !cs.SharesContext() {
+		return false // it gets a private copy
+	}
+	ir, ok := i.(InlineRunner)
+	return !ok || !ir.RunsInline()
 }
 
 // Mode returns the enforcement mode.
@@ -184,10 +205,25 @@ func synthesized(reason Reason, msg string) outcome {
 
 // Emit runs one emission of ev in session s.
 func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
+	return e.EmitIn(ctx, s, ev, nil)
+}
+
+// EmitIn is Emit with the context built in a buffer the caller lends:
+// lend(n) returns an empty slice with room for n bytes. The caller may
+// reuse that memory once it is done with the Result, whose Context may
+// alias it; nothing else keeps it, since interceptors that share the bytes
+// (ContextSharer) run to completion within the emission, and the
+// approval seam gets a copy. Where a binding would read the shared bytes
+// on another goroutine, which a timeout can leave running, lend is not
+// called and the context is allocated as by Emit. A nil lend is Emit.
+func (e *Emitter) EmitIn(ctx context.Context, s *Session, ev Event, lend func(n int) []byte) Result {
 	start := time.Now()
 	seq := s.nextSequence()
 	now := e.cfg.Now()
-	raw, err := s.build(ev, seq, now)
+	if !e.lends[ev.Point] {
+		lend = nil
+	}
+	raw, err := s.build(ev, seq, now, lend)
 	if err != nil {
 		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
@@ -950,7 +986,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 	start := time.Now()
 	seq := s.nextSequence()
 	now := e.cfg.Now()
-	raw, err := s.build(ev, seq, now)
+	raw, err := s.build(ev, seq, now, nil)
 	if err != nil {
 		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}

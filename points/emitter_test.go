@@ -362,7 +362,7 @@ func BenchmarkBuild(b *testing.B) {
 			b.SetBytes(int64(len(msgs)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := s.build(ev, 1, now); err != nil {
+				if _, err := s.build(ev, 1, now, nil); err != nil {
 					b.Fatal(err)
 				}
 			}

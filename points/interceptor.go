@@ -21,7 +21,10 @@ type Interceptor interface {
 // context. The emitter then hands them the shared, never-written bytes
 // instead of a private copy: isolation (§7) holds because nobody writes
 // them, as the reference core's read-only borrow does, and a megabyte of
-// messages is not copied once per interceptor.
+// messages is not copied once per interceptor. A sharer keeps no part of
+// the bytes (a Context.Get result or Raw itself) once Intercept returns:
+// the host may build another emission's context in the same memory
+// (Emitter.EmitIn). Clone what must outlive the call.
 type ContextSharer interface {
 	SharesContext() bool
 }

@@ -12,7 +12,7 @@ import (
 // (otherwise the encoding check rejects it whichever runs).
 func checkBuilt(t *testing.T, s *Session, ev Event, now time.Time) {
 	t.Helper()
-	raw, err := s.build(ev, 7, now)
+	raw, err := s.build(ev, 7, now, nil)
 	if err != nil || CheckEncoding(raw, 0) != nil {
 		return
 	}

@@ -35,12 +35,14 @@ const lendMin = 8 << 10
 
 // buffer returns an empty buffer with room for n bytes that stays the
 // request's until the handler returns. A long answer is copied into the
-// response projection and the output member before the emitter copies it
-// into a context; lending those two keeps them out of the allocator and
-// the GC. Only what nothing holds past the handler may live in one: the
-// emitter copies event members out. The completion itself is not lent,
-// since strings read from it through view (tool call ids and names) are
-// kept in the session.
+// response projection and the output member, and then into the contexts
+// of post_model_call and output, each of which carries it twice (the
+// member and target); lending all of these keeps them out of the
+// allocator and the GC. Only what nothing holds past the handler may live
+// in one: the emitter copies event members out, and builds a context in
+// a lent buffer (EmitIn) only where every interceptor is done with it when
+// the emission returns. The completion itself is not lent, since the
+// session keeps views into it (a tool call's arguments).
 func (rn *run) buffer(n int) []byte {
 	if n < lendMin {
 		return make([]byte, 0, n)
@@ -220,7 +222,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		} else {
 			// output: the turn's final answer.
 			answer := t.view.answerText()
-			res := em.Emit(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(answer)+16), answer))
+			res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(answer)+16), answer), rn.buffer)
 			if !res.Proceed {
 				rn.blocked(res)
 				return
@@ -259,7 +261,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if decls, _ := toolDecls(body); decls != nil {
 		ev = ev.With("tools", decls)
 	}
-	res := em.Emit(ctx, sess.ps, ev)
+	res := em.EmitIn(ctx, sess.ps, ev, rn.buffer)
 	if !res.Proceed {
 		rn.blocked(res)
 		return turn{}, false
@@ -381,7 +383,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if u := v.usageMember(); u != nil {
 		t.post = t.post.With("usage", u)
 	}
-	res = em.Emit(ctx, sess.ps, t.post)
+	res = em.EmitIn(ctx, sess.ps, t.post, rn.buffer)
 	if !res.Proceed {
 		rn.blocked(res)
 		return turn{}, false
