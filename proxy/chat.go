@@ -27,6 +27,9 @@ type run struct {
 	// lent are the big buffers this request borrowed (buffer); they go
 	// back to the pool when the handler returns (free).
 	lent []*[]byte
+	// reads are read buffers holding a completion (readLent), returned
+	// with lent.
+	reads []*bytes.Buffer
 }
 
 // lendMin is the smallest buffer worth pooling: below it an allocation is
@@ -41,8 +44,8 @@ const lendMin = 8 << 10
 // allocator and the GC. Only what nothing holds past the handler may live
 // in one: the emitter copies event members out, and builds a context in
 // a lent buffer (EmitIn) only where every interceptor is done with it when
-// the emission returns. The completion itself is not lent, since the
-// session keeps views into it (a tool call's arguments).
+// the emission returns. The completion is lent too (readLent): what the
+// session keeps of it (tool call ids, names, withheld arguments) it clones.
 func (rn *run) buffer(n int) []byte {
 	if n < lendMin {
 		return make([]byte, 0, n)
@@ -65,6 +68,10 @@ func (rn *run) free() {
 		}
 	}
 	rn.lent = nil
+	for _, b := range rn.reads {
+		rn.s.putRead(b)
+	}
+	rn.reads = nil
 }
 
 // end closes a header-less run's session with agent_shutdown{reason}; a
@@ -331,7 +338,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			return turn{}, false
 		}
 	} else {
-		t.completion, err = s.readBody(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
+		t.completion, err = rn.readLent(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
 			if ctx.Err() != nil {
@@ -503,18 +510,38 @@ func (s *Server) readBody(r io.Reader, declared, limit int64) ([]byte, error) {
 		_, err := b.ReadFrom(r)
 		return b.Bytes(), err
 	}
-	b, _ := s.reads.Get().(*bytes.Buffer)
-	if b == nil {
-		b = bytes.NewBuffer(make([]byte, 0, 64<<10))
-	}
-	defer func() {
-		if b.Cap() <= 1<<20 { // do not pin outsized buffers
-			b.Reset()
-			s.reads.Put(b)
-		}
-	}()
+	b := s.getRead()
+	defer s.putRead(b)
 	_, err := b.ReadFrom(r)
 	return bytes.Clone(b.Bytes()), err
+}
+
+// readLent is readBody into memory the request borrows until its handler
+// returns, instead of a copy of its own.
+func (rn *run) readLent(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared > 0 && declared <= limit {
+		b := bytes.NewBuffer(rn.buffer(int(declared) + bytes.MinRead))
+		_, err := b.ReadFrom(r)
+		return b.Bytes(), err
+	}
+	b := rn.s.getRead()
+	rn.reads = append(rn.reads, b)
+	_, err := b.ReadFrom(r)
+	return b.Bytes(), err
+}
+
+func (s *Server) getRead() *bytes.Buffer {
+	if b, _ := s.reads.Get().(*bytes.Buffer); b != nil {
+		return b
+	}
+	return bytes.NewBuffer(make([]byte, 0, 64<<10))
+}
+
+func (s *Server) putRead(b *bytes.Buffer) {
+	if b.Cap() <= 1<<20 { // do not pin outsized buffers
+		b.Reset()
+		s.reads.Put(b)
+	}
 }
 
 // checkChatRequest validates the parts of a chat request the proxy relies

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -109,4 +111,52 @@ func TestLentContextsKeepRequestsApart(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestWithheldCallsKeepClones checks what the session keeps of a withheld
+// tool call (its id in the anchor's list, its raw arguments): clones, not
+// views into the completion, which the request only borrows and the next
+// request's answer overwrites.
+func TestWithheldCallsKeepClones(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	deny := at(points.PreToolCall, "deny-rm", func(c *points.Context) (points.Verdict, error) {
+		if c.Get("tool_call.name").Str == "rm" {
+			return points.Deny("tool_denied", ""), nil
+		}
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, deny, allowAll(points.AgentStartup, points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.PostToolCall, points.AgentShutdown))
+	s := p.srv
+	sess, _ := s.sessions.get("sess-withheld", false, time.Now())
+	completion := []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_ok","type":"function","function":{"name":"get_weather","arguments":"{}"}},` +
+		`{"id":"call_rm","type":"function","function":{"name":"rm","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`)
+	_, kept, withheld, halt, _ := s.releaseCalls(t.Context(), s.Emitter(), sess, completion)
+	if halt != nil || kept != 1 || len(withheld) != 1 || withheld[0] != "call_rm" {
+		t.Fatalf("kept %d, withheld %q, halt %v", kept, withheld, halt)
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(completion)))
+	inside := func(str string) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(str)))
+		return len(str) > 0 && p >= lo && p < lo+uintptr(len(completion))
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	rm, ok := sess.tools["call_rm"]
+	if !ok || rm.rawArgs != "{}" {
+		t.Fatalf("withheld call not remembered: %+v", rm)
+	}
+	if inside(rm.rawArgs) {
+		t.Error("the withheld call's raw arguments point into the completion")
+	}
+	for _, id := range sess.tools["call_ok"].withheld {
+		if inside(id) {
+			t.Errorf("withheld id %q points into the completion", id)
+		}
+	}
+	for _, id := range withheld {
+		if inside(id) {
+			t.Errorf("returned withheld id %q points into the completion", id)
+		}
+	}
 }

@@ -87,8 +87,9 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		defer sess.mu.Unlock()
 		return tc.outcome(), nil, true
 	}
-	// id and name may be views into the completion (gjson on view): the
-	// session keeps clones, not the whole answer.
+	// id and name may be views into the completion (gjson on view), which
+	// the request only borrows: the session keeps clones. args is the
+	// caller's own (argsObject's copy, a host API body).
 	tc := &toolCall{name: strings.Clone(name), ready: make(chan struct{}), reqArgs: args}
 	sess.tools[strings.Clone(id)] = tc
 	sess.mu.Unlock()
@@ -160,6 +161,8 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 	changed := false
 	newArgs := map[int][]byte{}
 	for _, c := range calls {
+		// Views into the completion, which the request only borrows: what
+		// the session keeps of them is cloned.
 		id := c.Get("id").Str
 		name := c.Get("function.name").Str
 		argsStr := c.Get("function.arguments").Str
@@ -176,9 +179,9 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		if !out.proceed {
 			lastDeny = res
 			sess.mu.Lock()
-			sess.tools[id].rawArgs = argsStr
+			sess.tools[id].rawArgs = strings.Clone(argsStr)
 			sess.mu.Unlock()
-			withheld = append(withheld, id)
+			withheld = append(withheld, strings.Clone(id))
 			changed = true
 			continue
 		}
