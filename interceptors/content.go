@@ -440,7 +440,7 @@ func redactTransform(doc []byte, changes []change) (string, []byte) {
 // locate returns the byte span of the node at segs in doc (valid JSON,
 // no leading whitespace); the segments are known to exist.
 func locate(doc []byte, segs []seg) (start, end int) {
-	cur := gjson.ParseBytes(doc)
+	cur := gjson.Parse(bytesView(doc))
 	base := 0
 	for _, s := range segs {
 		i := 0

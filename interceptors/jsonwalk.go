@@ -153,7 +153,9 @@ func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool
 // doc. doc must be valid JSON without leading whitespace. fn returns false
 // to stop the walk; walkStrings then returns false.
 func walkStrings(doc []byte, fn func(v stringVisit) bool) bool {
-	root := gjson.ParseBytes(doc)
+	// A view, not ParseBytes's copy of the whole document: visited values
+	// are read during the walk and never kept.
+	root := gjson.Parse(bytesView(doc))
 	return walkResult(root, 0, nil, fn)
 }
 
