@@ -323,7 +323,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		// A stream counts as held from its first byte to its verdict.
 		s.opts.Metrics.HeldStreams(1)
 		defer s.opts.Metrics.HeldStreams(-1)
-		t.held, t.completion, err = s.holdStream(resp.Body)
+		t.held, t.completion, err = s.holdStream(resp.Body, rn.buffer)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
 		if err == nil {
 			drainAfterDone(resp.Body, cancel)

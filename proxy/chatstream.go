@@ -375,6 +375,24 @@ func (s *ChatStream) Assemble() ([]byte, error) {
 	return s.AppendAssembled(nil)
 }
 
+// AssembledSizeHint is about the length Assemble will return: the
+// accumulated strings and arrays plus room for the members around them.
+func (s *ChatStream) AssembledSizeHint() int {
+	a := &s.acc
+	n := 512 + len(a.id) + len(a.model) + len(a.usage) + len(a.fprint) + len(a.tier)
+	for i := range a.choices {
+		c := &a.choices[i]
+		n += 128 + len(c.content) + len(c.refusal) + len(c.lpContent) + len(c.lpRefusal) + len(c.fn.name) + len(c.fn.args)
+		for _, t := range c.tools {
+			n += 96 + len(t.id) + len(t.name) + len(t.args)
+		}
+		for _, e := range c.extras {
+			n += 16 + len(e.rawKey) + len(e.val)
+		}
+	}
+	return n
+}
+
 // AppendAssembled is Assemble appending to dst.
 func (s *ChatStream) AppendAssembled(dst []byte) ([]byte, error) {
 	if s.err != nil {

@@ -137,6 +137,11 @@ func csAssemble(t testing.TB, r io.Reader) ([]byte, *ChatStream) {
 	if err != nil {
 		t.Fatalf("Assemble: %v", err)
 	}
+	// The proxy assembles into a buffer of this size: too small only
+	// costs a regrowth, but it should not be.
+	if h := s.AssembledSizeHint(); h < len(out) {
+		t.Errorf("AssembledSizeHint %d < assembled length %d", h, len(out))
+	}
 	return out, s
 }
 

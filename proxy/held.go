@@ -13,8 +13,9 @@ type heldStream struct {
 }
 
 // holdStream reads the upstream stream to [DONE] within the buffer limit
-// and assembles it; any failure fails closed before a byte is released.
-func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
+// and assembles it into lend's buffer; any failure fails closed before a
+// byte is released.
+func (s *Server) holdStream(body io.Reader, lend func(n int) []byte) (*heldStream, []byte, error) {
 	cs, _ := s.streams.Get().(*ChatStream)
 	if cs == nil {
 		cs = NewChatStream(s.opts.MaxBufferedResponseBytes)
@@ -24,7 +25,7 @@ func (s *Server) holdStream(body io.Reader) (*heldStream, []byte, error) {
 	if _, err := cs.ReadFrom(body); err != nil {
 		return nil, nil, err
 	}
-	completion, err := cs.Assemble()
+	completion, err := cs.AppendAssembled(lend(cs.AssembledSizeHint()))
 	if err != nil {
 		return nil, nil, err
 	}
