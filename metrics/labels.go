@@ -1,6 +1,9 @@
 package metrics
 
-import "sync"
+import (
+	"strings"
+	"sync"
+)
 
 // maxLabelLen bounds a reason or binding label value.
 const maxLabelLen = 64
@@ -63,6 +66,7 @@ func (c *capSet) label(s string) string {
 	if len(c.seen) >= c.max {
 		return Other
 	}
+	s = strings.Clone(s) // kept for the process's life: never a view of a request
 	c.seen[s] = struct{}{}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -260,5 +261,23 @@ hooksproxy_upstream_requests_total{code="error",stream="false"} 5
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hooksproxy_upstream_requests_total"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCapSetKeepsClones: a label is kept for the process's life, so the
+// set stores a copy, never the caller's memory (which may be a view of a
+// request that is reused later).
+func TestCapSetKeepsClones(t *testing.T) {
+	c := newCapSet(4)
+	buf := []byte("reason_a")
+	got := c.label(unsafe.String(unsafe.SliceData(buf), len(buf)))
+	copy(buf, "reason_b")
+	if got != "reason_a" {
+		t.Errorf("label = %q after the caller's memory changed", got)
+	}
+	for k := range c.seen {
+		if k != "reason_a" {
+			t.Errorf("set holds %q", k)
+		}
 	}
 }

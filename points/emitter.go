@@ -211,9 +211,10 @@ func (e *Emitter) Emit(ctx context.Context, s *Session, ev Event) Result {
 // EmitIn is Emit with the context built in a buffer the caller lends:
 // lend(n) returns an empty slice with room for n bytes. The caller may
 // reuse that memory once it is done with the Result, whose Context may
-// alias it; nothing else keeps it, since interceptors that share the bytes
-// (ContextSharer) run to completion within the emission, and the
-// approval seam gets a copy. Where a binding would read the shared bytes
+// alias it; nothing else keeps it: interceptors that share the bytes
+// (ContextSharer) run to completion within the emission and keep nothing
+// of them, their verdicts are copied out, and the approval seam gets a
+// copy of the context. Where a binding would read the shared bytes
 // on another goroutine, which a timeout can leave running, lend is not
 // called and the context is allocated as by Emit. A nil lend is Emit.
 func (e *Emitter) EmitIn(ctx context.Context, s *Session, ev Event, lend func(n int) []byte) Result {
@@ -541,6 +542,13 @@ func (e *Emitter) callInline(ctx context.Context, b Binding, c *Context, timeout
 		}
 	}()
 	got, err := b.Interceptor.Intercept(ctx, c)
+	if cs, ok := b.Interceptor.(ContextSharer); ok && cs.SharesContext() {
+		// A sharer's verdict may hold views of the shared bytes (a reason
+		// read from the context), and the bytes may be lent (EmitIn):
+		// records, metrics labels and the approval seam keep the verdict
+		// past the emission, so it gets memory of its own.
+		got = ownVerdict(got)
+	}
 	return e.mapAnswer(got, err)
 }
 

@@ -24,7 +24,8 @@ type Interceptor interface {
 // messages is not copied once per interceptor. A sharer keeps no part of
 // the bytes (a Context.Get result or Raw itself) once Intercept returns:
 // the host may build another emission's context in the same memory
-// (Emitter.EmitIn). Clone what must outlive the call.
+// (Emitter.EmitIn). Clone what must outlive the call; the emitter copies
+// the verdict it returns.
 type ContextSharer interface {
 	SharesContext() bool
 }

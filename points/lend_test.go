@@ -123,3 +123,39 @@ func TestEmitInResultOutlivesTheBuffer(t *testing.T) {
 		t.Errorf("the reader saw %q", seen)
 	}
 }
+
+// viewDenier breaks no rule a sharer can check but the documented one: its
+// verdict's reason and message are views of the context it was given.
+type viewDenier struct{}
+
+func (viewDenier) Intercept(_ context.Context, c *Context) (Verdict, error) {
+	s := c.Get("output.content").Str
+	return Verdict{Decision: DecisionDeny, Reason: s, Message: s, Warnings: []Warning{{Reason: s}}}, nil
+}
+func (viewDenier) SharesContext() bool { return true }
+func (viewDenier) RunsInline() bool    { return true }
+
+// TestEmitInCopiesSharersVerdicts: a sharer's verdict is copied out of the
+// lent bytes, so a record and a verdict keep their reason when the buffer
+// holds the next emission's context.
+func TestEmitInCopiesSharersVerdicts(t *testing.T) {
+	sink := NewMemorySink(0)
+	e := newTestEmitter(t, Config{Sink: sink, Bindings: []Binding{{Name: "view", Interceptor: viewDenier{}}}})
+	buf := make([]byte, 0, 4096)
+	lend := func(int) []byte { return buf }
+	s := testSession()
+	first := e.EmitIn(context.Background(), s, OutputEvent(json.RawMessage(`"reason_of_request_a"`)), lend)
+	e.EmitIn(context.Background(), s, OutputEvent(json.RawMessage(`"reason_of_request_b"`)), lend)
+	for what, got := range map[string]string{
+		"result reason":  first.Verdict.Reason,
+		"result message": first.Verdict.Message,
+		"result warning": first.Verdict.Warnings[0].Reason,
+		"record reason":  first.Record.Verdict.Reason,
+		"sink reason":    sink.Records()[0].Verdict.Reason,
+		"summary reason": first.Record.Verdicts[0].Reason,
+	} {
+		if got != "reason_of_request_a" {
+			t.Errorf("%s = %q after the buffer was reused", what, got)
+		}
+	}
+}

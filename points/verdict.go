@@ -313,3 +313,38 @@ func (v Verdict) String() string {
 	}
 	return b.String()
 }
+
+// ownVerdict returns v with its strings and bytes in memory of its own, so
+// that it outlives the context it may have been read from. A verdict with
+// none (a plain allow) is returned as it is.
+func ownVerdict(v Verdict) Verdict {
+	v.Reason = strings.Clone(v.Reason)
+	v.Message = strings.Clone(v.Message)
+	if v.Warnings != nil {
+		ws := make([]Warning, len(v.Warnings))
+		for i, w := range v.Warnings {
+			ws[i] = Warning{Reason: strings.Clone(w.Reason), Message: strings.Clone(w.Message)}
+		}
+		v.Warnings = ws
+	}
+	if v.Approval != nil {
+		v.Approval = bytes.Clone(v.Approval)
+	}
+	if v.Transform != nil {
+		t := *v.Transform
+		t.Path = strings.Clone(t.Path)
+		t.Value = bytes.Clone(t.Value)
+		v.Transform = &t
+	}
+	if v.Evidence != nil {
+		v.Evidence = bytes.Clone(v.Evidence)
+	}
+	if v.ResultLabels != nil {
+		ls := make([]string, len(v.ResultLabels))
+		for i, l := range v.ResultLabels {
+			ls[i] = strings.Clone(l)
+		}
+		v.ResultLabels = ls
+	}
+	return v
+}

@@ -51,7 +51,11 @@ func (rn *run) buffer(n int) []byte {
 		return make([]byte, 0, n)
 	}
 	p, _ := rn.s.lend.Get().(*[]byte)
-	if p == nil || cap(*p) < n {
+	if p != nil && cap(*p) < n {
+		rn.s.lend.Put(p) // too small for this one; another may fit
+		p = nil
+	}
+	if p == nil {
 		b := make([]byte, 0, n+n/8)
 		p = &b
 	}
@@ -122,7 +126,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	sess, created := s.resolveSession(r, body)
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
-	defer rn.free() // registered first, so it runs after every other defer
+	defer rn.free() // after every later defer; the session release above makes fresh contexts only
 	ctx := points.WithRequestID(r.Context(), requestID(w, r))
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
