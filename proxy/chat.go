@@ -33,7 +33,8 @@ type run struct {
 }
 
 // lendMin is the smallest buffer worth pooling: below it an allocation is
-// cheaper than the pool's bookkeeping.
+// cheaper than the pool's bookkeeping (lending from 1 KiB measured no
+// different on 1 KB answers).
 const lendMin = 8 << 10
 
 // buffer returns an empty buffer with room for n bytes that stays the
@@ -41,9 +42,11 @@ const lendMin = 8 << 10
 // response projection and the output member, and then into the contexts
 // of post_model_call and output, each of which carries it twice (the
 // member and target); lending all of these keeps them out of the
-// allocator and the GC. Only what nothing holds past the handler may live
-// in one: the emitter copies event members out, and builds a context in
-// a lent buffer (EmitIn) only where every interceptor is done with it when
+// allocator and the GC. Only what is made once the answer is in is lent:
+// a loan made before the upstream call would be pinned for as long as the
+// answer takes. And only what nothing holds past the handler may live in
+// one: the emitter copies event members out, and builds a context in a
+// lent buffer (EmitIn) only where every interceptor is done with it when
 // the emission returns. The completion is lent too (readLent): what the
 // session keeps of it (tool call ids, names, withheld arguments) it clones.
 func (rn *run) buffer(n int) []byte {
@@ -272,7 +275,10 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if decls, _ := toolDecls(body); decls != nil {
 		ev = ev.With("tools", decls)
 	}
-	res := em.EmitIn(ctx, sess.ps, ev, rn.buffer)
+	// Not lent: a lent buffer stays the request's until its handler
+	// returns, and this context (the whole message history, twice) would
+	// then be pinned while the answer is awaited and held.
+	res := em.Emit(ctx, sess.ps, ev)
 	if !res.Proceed {
 		rn.blocked(res)
 		return turn{}, false
