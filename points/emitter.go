@@ -132,17 +132,23 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 	return e, nil
 }
 
+// sharesContext reports whether i reads the shared context bytes rather
+// than a private copy (ContextSharer).
+func sharesContext(i Interceptor) bool {
+	cs, ok := i.(ContextSharer)
+	return ok && cs.SharesContext()
+}
+
+// runsInline reports whether i runs on the emitting goroutine (InlineRunner).
+func runsInline(i Interceptor) bool {
+	ir, ok := i.(InlineRunner)
+	return ok && ir.RunsInline()
+}
+
 // sharedOffThread reports whether the emitter would hand i the shared
 // context bytes on a goroutine of its own (callInner): such a call may
 // still be reading them after a timeout ended the emission.
-func sharedOffThread(i Interceptor) bool {
-	cs, ok := i.(ContextSharer)
-	if !ok || !cs.SharesContext() {
-		return false // it gets a private copy
-	}
-	ir, ok := i.(InlineRunner)
-	return !ok || !ir.RunsInline()
-}
+func sharedOffThread(i Interceptor) bool { return sharesContext(i) && !runsInline(i) }
 
 // Mode returns the enforcement mode.
 func (e *Emitter) Mode() Mode { return e.cfg.Mode }
@@ -475,10 +481,10 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		timeout = e.cfg.InterceptorTimeout
 	}
 	c := &Context{raw: raw, point: p}
-	if cs, ok := b.Interceptor.(ContextSharer); !ok || !cs.SharesContext() {
+	if !sharesContext(b.Interceptor) {
 		c.raw = bytes.Clone(raw)
 	}
-	if ir, ok := b.Interceptor.(InlineRunner); ok && ir.RunsInline() {
+	if runsInline(b.Interceptor) {
 		return e.callInline(ctx, b, c, timeout)
 	}
 	type answer struct {
@@ -542,7 +548,7 @@ func (e *Emitter) callInline(ctx context.Context, b Binding, c *Context, timeout
 		}
 	}()
 	got, err := b.Interceptor.Intercept(ctx, c)
-	if cs, ok := b.Interceptor.(ContextSharer); ok && cs.SharesContext() {
+	if sharesContext(b.Interceptor) {
 		// A sharer's verdict may hold views of the shared bytes (a reason
 		// read from the context), and the bytes may be lent (EmitIn):
 		// records, metrics labels and the approval seam keep the verdict
