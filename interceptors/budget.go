@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -312,7 +311,3 @@ func (b *Budget) tracked() (sessions, agents int) {
 	defer b.mu.Unlock()
 	return b.sessions.len(), b.agents.len()
 }
-
-// bytesView is b as a string without a copy; b must not change while the
-// string is in use.
-func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -258,3 +259,8 @@ func applySplices(doc []byte, ss []splice) []byte {
 	}
 	return append(out, doc[at:]...)
 }
+
+// bytesView is b as a string without a copy, for gjson reads of a context
+// (the budget, rules, content packs); b must not change while the string
+// or anything read from it is in use.
+func bytesView(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
