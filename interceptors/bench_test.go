@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // BenchmarkContentPacks scans a ~4 KiB model response with both packs.
@@ -73,5 +75,31 @@ func BenchmarkBudgetPostModel(b *testing.B) {
 		if _, err := ic.Intercept(context.Background(), c); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkContentPacks32KB is the bench policy's two content bindings on
+// an answer of 32 KB of prose that matches nothing, as hooksbench sends
+// it: secrets and pii redacted at post_model_call, secrets denied and pii
+// redacted at output.
+func BenchmarkContentPacks32KB(b *testing.B) {
+	text := quoteJSON(strings.ReplaceAll(benchProse(32<<10), "\n", " "))
+	for _, tc := range []struct {
+		name, config string
+		c            *points.Context
+	}{
+		{"post_model_call", `{"packs":{"secrets":"redact","pii":"redact"}}`, postModel(b, text, `[]`, "")},
+		{"output", `{"packs":{"secrets":"deny","pii":"redact"}}`, outputCtx(b, text)},
+	} {
+		ic := build(b, KindContent, tc.config)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.c.Raw())))
+			b.ReportAllocs()
+			for b.Loop() {
+				if v, err := ic.Intercept(context.Background(), tc.c); err != nil || v.Decision != points.DecisionAllow {
+					b.Fatal(v, err)
+				}
+			}
+		})
 	}
 }

@@ -348,7 +348,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 			}
 		} else if len(g[actRedact]) > 0 {
 			if masked, names, changed := ct.redact.apply(t); changed {
-				changes = append(changes, change{visit: v, value: masked})
+				changes = append(changes, change{visit: v.keep(), value: masked})
 				for _, nm := range names {
 					redactNames = appendUnique(redactNames, nm)
 				}

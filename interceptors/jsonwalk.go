@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -123,10 +127,23 @@ func jsonValueEqual(a, b any) bool { return points.JSONValueEqual(a, b) }
 
 // stringVisit is one string value found by walkStrings: its decoded value,
 // its path from the walk root and its byte span in the walked document.
+// path and value are only valid during the visit: path is the walker's own
+// stack and value may be a view of the document, so a visitor that keeps
+// either keeps a copy (keep).
 type stringVisit struct {
 	path       []seg
 	value      string
 	start, end int
+}
+
+// keep returns a copy of v that stays valid after the visit.
+func (v stringVisit) keep() stringVisit {
+	v.value = strings.Clone(v.value)
+	v.path = slices.Clone(v.path)
+	for i := range v.path {
+		v.path[i].key = strings.Clone(v.path[i].key)
+	}
+	return v
 }
 
 // cancelCheckEvery is how many strings walkStringsCtx visits between checks
@@ -151,39 +168,264 @@ func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool
 
 // walkStrings calls fn for every string value in doc (object keys
 // excluded), depth first in document order, with absolute byte offsets into
-// doc. doc must be valid JSON without leading whitespace. fn returns false
-// to stop the walk; walkStrings then returns false.
+// doc. doc must be valid JSON without leading whitespace; bytes that are not
+// end the walk early, never in a panic. fn returns false to stop the walk;
+// walkStrings then returns false.
+//
+// It is its own scanner rather than a gjson walk because it runs on every
+// string of every target the content packs see: it jumps over a string body
+// with the vectorised IndexByte, visits a string without escapes as a view
+// of doc, and keeps one path stack, where gjson reads a string a byte at a
+// time and a walk over it allocated a path per member.
 func walkStrings(doc []byte, fn func(v stringVisit) bool) bool {
-	// A view, not ParseBytes's copy of the whole document: visited values
-	// are read during the walk and never kept.
-	root := gjson.Parse(bytesView(doc))
-	return walkResult(root, 0, nil, fn)
+	if len(doc) == 0 {
+		return true
+	}
+	w := walkerPool.Get().(*strWalker)
+	w.doc, w.stopped = doc, false
+	w.value(0, fn)
+	stopped := w.stopped
+	w.doc = nil
+	clear(w.path[:cap(w.path)]) // no views of doc stay behind
+	w.path = w.path[:0]
+	if cap(w.scratch) <= maxPooledScratch {
+		walkerPool.Put(w)
+	}
+	return !stopped
 }
 
-func walkResult(r gjson.Result, base int, path []seg, fn func(v stringVisit) bool) bool {
-	switch {
-	case r.Type == gjson.String:
-		return fn(stringVisit{path: path, value: r.Str, start: base, end: base + len(r.Raw)})
-	case r.IsObject() || r.IsArray():
-		ok := true
-		i := 0
-		isArr := r.IsArray()
-		r.ForEach(func(k, v gjson.Result) bool {
-			// Children report offsets relative to r's own Index, which is 0 for
-			// the root we parse; base carries the absolute position.
-			childBase := base + (v.Index - r.Index)
-			s := seg{key: k.Str}
-			if isArr {
-				s = seg{index: i, isIdx: true}
+// walkerPool recycles walkers, whose scratch buffer holds the longest
+// escaped string decoded so far: an answer in lines is one per content
+// pack call. It is a cache, not state.
+var walkerPool = sync.Pool{New: func() any { return &strWalker{path: make([]seg, 0, 8)} }}
+
+// maxPooledScratch keeps the pool from pinning the buffer of an outsized
+// string.
+const maxPooledScratch = 1 << 20
+
+// strWalker is the state of one walkStrings.
+type strWalker struct {
+	doc     []byte
+	path    []seg
+	stopped bool
+	scratch []byte // unescaped strings, reused
+}
+
+// value walks the value at doc[i] and returns the index just past it, or
+// len(doc) when the walk stops or the bytes are not JSON.
+// fn is passed down, not kept in w: a pooled walker would make every
+// visitor's closure, and what it captures, escape to the heap.
+func (w *strWalker) value(i int, fn func(v stringVisit) bool) int {
+	doc := w.doc
+	switch doc[i] {
+	case '"':
+		end, esc := scanString(doc, i)
+		if end < 0 {
+			return w.stop()
+		}
+		v := stringVisit{path: w.path, start: i, end: end}
+		if esc {
+			if body := doc[i+1 : end-1]; cap(w.scratch) < len(body) {
+				w.scratch = make([]byte, 0, len(body)) // decoding never grows a string
 			}
-			i++
-			p := append(path[:len(path):len(path)], s)
-			ok = walkResult(v, childBase, p, fn)
-			return ok
-		})
-		return ok
+			w.scratch = unescapeJSON(w.scratch[:0], doc[i+1:end-1])
+			v.value = bytesView(w.scratch) // reused by the next escaped string
+		} else {
+			v.value = bytesView(doc[i+1 : end-1])
+		}
+		if !fn(v) {
+			return w.stop()
+		}
+		return end
+	case '{':
+		return w.object(i, fn)
+	case '[':
+		return w.array(i, fn)
 	}
-	return true
+	// A number or a literal: it ends at a delimiter, and is not empty (a
+	// delimiter here is not JSON, and the walk would make no progress).
+	for j := i; j < len(doc); j++ {
+		switch doc[j] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
+			if j == i {
+				return w.stop()
+			}
+			return j
+		}
+	}
+	return len(doc)
+}
+
+func (w *strWalker) stop() int {
+	w.stopped = true
+	return len(w.doc)
+}
+
+func (w *strWalker) object(i int, fn func(v stringVisit) bool) int {
+	doc := w.doc
+	depth := len(w.path)
+	defer func() { w.path = w.path[:depth] }()
+	for i++; ; {
+		if i = skipJSONSpace(doc, i); i >= len(doc) {
+			return w.stop()
+		}
+		switch doc[i] {
+		case '}':
+			return i + 1
+		case ',':
+			if i = skipJSONSpace(doc, i+1); i >= len(doc) {
+				return w.stop()
+			}
+		}
+		if doc[i] != '"' {
+			return w.stop()
+		}
+		kend, kesc := scanString(doc, i)
+		if kend < 0 {
+			return w.stop()
+		}
+		var key string
+		if kesc {
+			key = string(unescapeJSON(nil, doc[i+1:kend-1]))
+		} else {
+			key = bytesView(doc[i+1 : kend-1])
+		}
+		if i = skipJSONSpace(doc, kend); i >= len(doc) || doc[i] != ':' {
+			return w.stop()
+		}
+		if i = skipJSONSpace(doc, i+1); i >= len(doc) {
+			return w.stop()
+		}
+		w.path = append(w.path[:depth], seg{key: key})
+		if i = w.value(i, fn); w.stopped {
+			return i
+		}
+	}
+}
+
+func (w *strWalker) array(i int, fn func(v stringVisit) bool) int {
+	doc := w.doc
+	depth := len(w.path)
+	defer func() { w.path = w.path[:depth] }()
+	for n, i := 0, i+1; ; n++ {
+		if i = skipJSONSpace(doc, i); i >= len(doc) {
+			return w.stop()
+		}
+		switch doc[i] {
+		case ']':
+			return i + 1
+		case ',':
+			if i = skipJSONSpace(doc, i+1); i >= len(doc) {
+				return w.stop()
+			}
+		}
+		w.path = append(w.path[:depth], seg{index: n, isIdx: true})
+		if i = w.value(i, fn); w.stopped {
+			return i
+		}
+	}
+}
+
+func skipJSONSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index just past the string that opens at b[i] and
+// whether its body holds a backslash; -1 when it never closes.
+func scanString(b []byte, i int) (int, bool) {
+	esc := false
+	for i++; i < len(b); {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1, esc
+		}
+		// Only the stretch up to this quote can hold the backslashes that
+		// escape it or others.
+		if !esc && bytes.IndexByte(b[i:i+q], '\\') >= 0 {
+			esc = true
+		}
+		i += q
+		n := 0
+		for j := i - 1; b[j] == '\\'; j-- {
+			n++
+		}
+		if n%2 == 0 {
+			return i + 1, esc
+		}
+		i++
+	}
+	return -1, esc
+}
+
+// unescapeJSON appends the decoded body of a JSON string (without its
+// quotes) to dst. On a valid string it decodes as gjson's Result.Str does,
+// so a visit holds the same text it did when walks were gjson's: a high
+// surrogate escape pairs only with a low one after it, an unpaired one
+// becomes U+FFFD, and a malformed escape ends the text.
+func unescapeJSON(dst, body []byte) []byte {
+	for len(body) > 0 {
+		k := bytes.IndexByte(body, '\\')
+		if k < 0 {
+			return append(dst, body...)
+		}
+		dst = append(dst, body[:k]...)
+		if k+1 >= len(body) {
+			return dst
+		}
+		c := body[k+1]
+		body = body[k+2:]
+		switch c {
+		case '\\', '/', '"':
+			dst = append(dst, c)
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			if len(body) < 4 {
+				return dst
+			}
+			r := hexRune(body)
+			body = body[4:]
+			if r >= 0xD800 && r < 0xDC00 && len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
+				if r2 := hexRune(body[2:]); r2 >= 0xDC00 && r2 < 0xE000 {
+					r = utf16.DecodeRune(r, r2)
+					body = body[6:]
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst
+		}
+	}
+	return dst
+}
+
+// hexRune reads four hex digits; anything else reads as 0, as in gjson.
+func hexRune(b []byte) rune {
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0
+		}
+	}
+	return r
 }
 
 // targetPathString renders segs as a §5.2 path. Only the first n segments

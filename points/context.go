@@ -47,8 +47,28 @@ func (c *Context) Get(path string) gjson.Result {
 	if v == "" {
 		return gjson.Result{}
 	}
-	if nested {
-		return gjson.Get(v, rest)
+	for nested {
+		// Down through objects by plain names with the vectorised member
+		// walk: gjson reads every string before the member a byte at a
+		// time, and response.tool_calls comes after the whole answer.
+		path = rest
+		var name string
+		name, rest, nested = strings.Cut(path, ".")
+		if !plainName(name) || v[0] != '{' {
+			return gjson.Get(v, path) // array indexes, wildcards, modifiers
+		}
+		found := ""
+		ForEachMember(viewBytes(v), func(k string, val []byte) bool {
+			if k == name {
+				found = unsafe.String(unsafe.SliceData(val), len(val))
+				return false // the first, as gjson reads duplicates
+			}
+			return true
+		})
+		if found == "" {
+			return gjson.Result{}
+		}
+		v = found
 	}
 	return gjson.Parse(v)
 }

@@ -91,12 +91,14 @@ func TestContextGetMatchesGjson(t *testing.T) {
 	raw := []byte(`{"spec":"agent-hooks/0.1","interception_point":"post_model_call","timestamp":"2026-01-01T00:00:00.000Z","sequence":3,` +
 		`"agent":{"id":"a\"1","framework":"fw"},"session":{"id":"s"},"model":{"id":"m","params":{"t":0.5}},` +
 		`"response":{"content":"long \"text\" \u00e9","tool_calls":[{"id":"c1","name":"n","args":{"k":[1,2]}}],"finish_reason":"stop"},` +
-		`"usage":{"prompt_tokens":12,"completion_tokens":7},"a.b":{"c":1},"target":{"content":"x","tool_calls":[],"finish_reason":"stop"}}`)
+		`"usage":{"prompt_tokens":12,"completion_tokens":7},"a.b":{"c":1},"dup":{"x":1,"x":2,"y":{"z":"\u0041"}},"target":{"content":"x","tool_calls":[],"finish_reason":"stop"}}`)
 	// Padded past indexContextsFrom so the index path is the one tested.
 	raw = append(raw[:len(raw)-1], []byte(`,"pad":"`+strings.Repeat("x", indexContextsFrom)+`"}`)...)
 	c := &Context{raw: raw, point: PostModelCall}
 	for _, p := range []string{"spec", "sequence", "agent.id", "agent", "model.params.t", "response.content", "response.tool_calls.0.args.k.1",
-		"response.tool_calls.#", "response.tool_calls.#.id", "usage.prompt_tokens", "missing", "missing.x", "target", `a\.b.c`, "agent.*", "response.tool_calls|@reverse", ""} {
+		"response.tool_calls.#", "response.tool_calls.#.id", "usage.prompt_tokens", "missing", "missing.x", "target", `a\.b.c`, "agent.*", "response.tool_calls|@reverse", "",
+		"response.tool_calls.0.id", "model.params", "model.params.missing", "agent.id.x", "response.content.x", "model.params.t.x",
+		"session.id", "dup.x", "dup.y.z", "dup.y", "dup.y.z.w", "usage.completion_tokens", "model.params|@pretty", "dup.*.z", "dup..x", "dup."} {
 		got, want := c.Get(p), gjson.GetBytes(raw, p)
 		if got.Raw != want.Raw || got.Type != want.Type || got.Str != want.Str || got.Exists() != want.Exists() {
 			t.Errorf("Get(%q) = %q (%v), gjson %q (%v)", p, got.Raw, got.Type, want.Raw, want.Type)
