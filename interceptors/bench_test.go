@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,19 +79,23 @@ func BenchmarkBudgetPostModel(b *testing.B) {
 	}
 }
 
-// BenchmarkContentPacks32KB is the bench policy's two content bindings on
-// an answer of 32 KB of prose that matches nothing, as hooksbench sends
-// it: secrets and pii redacted at post_model_call, secrets denied and pii
+// BenchmarkContentPacksProse is the bench policy's two content bindings on
+// an answer of 1 or 32 KB of prose that matches nothing, as hooksbench
+// sends it: secrets and pii redacted at post_model_call, secrets denied and pii
 // redacted at output.
-func BenchmarkContentPacks32KB(b *testing.B) {
-	text := quoteJSON(strings.ReplaceAll(benchProse(32<<10), "\n", " "))
-	for _, tc := range []struct {
+func BenchmarkContentPacksProse(b *testing.B) {
+	type bench struct {
 		name, config string
 		c            *points.Context
-	}{
-		{"post_model_call", `{"packs":{"secrets":"redact","pii":"redact"}}`, postModel(b, text, `[]`, "")},
-		{"output", `{"packs":{"secrets":"deny","pii":"redact"}}`, outputCtx(b, text)},
-	} {
+	}
+	var cases []bench
+	for _, size := range []int{1 << 10, 32 << 10} {
+		text := quoteJSON(strings.ReplaceAll(benchProse(size), "\n", " "))
+		cases = append(cases,
+			bench{fmt.Sprintf("%dKB/post_model_call", size>>10), `{"packs":{"secrets":"redact","pii":"redact"}}`, postModel(b, text, `[]`, "")},
+			bench{fmt.Sprintf("%dKB/output", size>>10), `{"packs":{"secrets":"deny","pii":"redact"}}`, outputCtx(b, text)})
+	}
+	for _, tc := range cases {
 		ic := build(b, KindContent, tc.config)
 		b.Run(tc.name, func(b *testing.B) {
 			b.SetBytes(int64(len(tc.c.Raw())))

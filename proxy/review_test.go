@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -130,6 +131,70 @@ func TestReviewEndDuringInflight(t *testing.T) {
 	pts := points_(p.sink)
 	if pts[len(pts)-1] != "agent_shutdown" {
 		t.Fatalf("points after agent_shutdown: %v", pts)
+	}
+}
+
+// TestEndDuringInflightLongAnswers is TestReviewEndDuringInflight with
+// answers longer than net/http's buffers, json and streamed: the shutdown
+// a session end deferred to the request is recorded by the time the client
+// has read the whole answer.
+func TestEndDuringInflightLongAnswers(t *testing.T) {
+	long := strings.Repeat("word ", 4000)
+	streamBody := chunk(`{"role":"assistant","content":""}`, "")
+	for i := 0; i < len(long); i += 500 {
+		streamBody += chunk(`{"content":"`+long[i:min(i+500, len(long))]+`"}`, "")
+	}
+	streamBody += chunk(`{}`, "stop") + "data: [DONE]\n\n"
+	jsonBody := strings.Replace(plainCompletion, `"content":"Hello there, the secret is safe."`, `"content":"`+long+`"`, 1)
+	if jsonBody == plainCompletion {
+		t.Fatal("plainCompletion changed shape")
+	}
+	for _, tc := range []struct {
+		name, req, body string
+		stream          bool
+	}{{"json", hello, jsonBody, false}, {"stream", helloStream, streamBody, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 5; i++ {
+				gate := make(chan struct{})
+				entered := make(chan struct{}, 1)
+				up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					entered <- struct{}{}
+					<-gate
+					if tc.stream {
+						w.Header().Set("Content-Type", "text/event-stream")
+					} else {
+						w.Header().Set("Content-Type", "application/json")
+					}
+					_, _ = io.WriteString(w, tc.body)
+				}))
+				p := newProxy(t, up.URL, allowAll())
+				sid := fmt.Sprint("long-", tc.name, i)
+				type answer struct {
+					resp *http.Response
+					body []byte
+				}
+				done := make(chan answer, 1)
+				go func() {
+					resp, b := post(t, p.URL, tc.req, "X-Agent-Hooks-Session", sid)
+					done <- answer{resp, b}
+				}()
+				<-entered
+				r, err := http.Post(p.URL+"/agent-hooks/v1/sessions/"+sid+"/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+				if err != nil {
+					t.Fatal(err)
+				}
+				r.Body.Close()
+				close(gate)
+				a := <-done
+				if pts := points_(p.sink); pts[len(pts)-1] != "agent_shutdown" {
+					t.Fatalf("records when the client had its answer: %v", pts)
+				}
+				if a.resp.StatusCode != 200 || len(a.body) < len(long) {
+					t.Fatalf("status %d, body %d bytes", a.resp.StatusCode, len(a.body))
+				}
+				up.Close()
+			}
+		})
 	}
 }
 
