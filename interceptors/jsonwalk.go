@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"unicode/utf16"
-	"unicode/utf8"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -228,7 +226,7 @@ func (w *strWalker) value(i int, fn func(v stringVisit) bool) int {
 			if body := doc[i+1 : end-1]; cap(w.scratch) < len(body) {
 				w.scratch = make([]byte, 0, len(body)) // decoding never grows a string
 			}
-			w.scratch = unescapeJSON(w.scratch[:0], doc[i+1:end-1])
+			w.scratch = points.AppendUnescaped(w.scratch[:0], doc[i+1:end-1])
 			v.value = bytesView(w.scratch) // reused by the next escaped string
 		} else {
 			v.value = bytesView(doc[i+1 : end-1])
@@ -286,7 +284,7 @@ func (w *strWalker) object(i int, fn func(v stringVisit) bool) int {
 		}
 		var key string
 		if kesc {
-			key = string(unescapeJSON(nil, doc[i+1:kend-1]))
+			key = string(points.AppendUnescaped(nil, doc[i+1:kend-1]))
 		} else {
 			key = bytesView(doc[i+1 : kend-1])
 		}
@@ -358,74 +356,6 @@ func scanString(b []byte, i int) (int, bool) {
 		i++
 	}
 	return -1, esc
-}
-
-// unescapeJSON appends the decoded body of a JSON string (without its
-// quotes) to dst. On a valid string it decodes as gjson's Result.Str does,
-// so a visit holds the same text it did when walks were gjson's: a high
-// surrogate escape pairs only with a low one after it, an unpaired one
-// becomes U+FFFD, and a malformed escape ends the text.
-func unescapeJSON(dst, body []byte) []byte {
-	for len(body) > 0 {
-		k := bytes.IndexByte(body, '\\')
-		if k < 0 {
-			return append(dst, body...)
-		}
-		dst = append(dst, body[:k]...)
-		if k+1 >= len(body) {
-			return dst
-		}
-		c := body[k+1]
-		body = body[k+2:]
-		switch c {
-		case '\\', '/', '"':
-			dst = append(dst, c)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			if len(body) < 4 {
-				return dst
-			}
-			r := hexRune(body)
-			body = body[4:]
-			if r >= 0xD800 && r < 0xDC00 && len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
-				if r2 := hexRune(body[2:]); r2 >= 0xDC00 && r2 < 0xE000 {
-					r = utf16.DecodeRune(r, r2)
-					body = body[6:]
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			return dst
-		}
-	}
-	return dst
-}
-
-// hexRune reads four hex digits; anything else reads as 0, as in gjson.
-func hexRune(b []byte) rune {
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0
-		}
-	}
-	return r
 }
 
 // targetPathString renders segs as a §5.2 path. Only the first n segments

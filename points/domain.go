@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -524,42 +525,57 @@ func (s *scanner) literal(lit string) error {
 
 // unescapeString decodes the body of a valid JSON string (between the
 // quotes). The scanner has already checked it, so it never fails.
-func unescapeString(body []byte) []byte {
-	out := make([]byte, 0, len(body))
-	for i := 0; i < len(body); {
-		c := body[i]
-		if c != '\\' {
-			out = append(out, c)
-			i++
-			continue
+func unescapeString(body []byte) []byte { return AppendUnescaped(make([]byte, 0, len(body)), body) }
+
+// AppendUnescaped appends the decoded body of a JSON string (the bytes
+// between its quotes) to dst. On a valid string it decodes as
+// encoding/json and gjson do; a high surrogate escape pairs only with a
+// low one after it, and an unpaired surrogate becomes U+FFFD. On bytes
+// that are not a valid body it stops at a malformed escape and never
+// panics. Runs without escapes are copied whole.
+func AppendUnescaped(dst, body []byte) []byte {
+	for len(body) > 0 {
+		k := bytes.IndexByte(body, '\\')
+		if k < 0 {
+			return append(dst, body...)
 		}
-		switch body[i+1] {
+		dst = append(dst, body[:k]...)
+		if k+1 >= len(body) {
+			return dst
+		}
+		c := body[k+1]
+		body = body[k+2:]
+		switch c {
+		case '\\', '/', '"':
+			dst = append(dst, c)
 		case 'b':
-			out = append(out, '\b')
+			dst = append(dst, '\b')
 		case 'f':
-			out = append(out, '\f')
+			dst = append(dst, '\f')
 		case 'n':
-			out = append(out, '\n')
+			dst = append(dst, '\n')
 		case 'r':
-			out = append(out, '\r')
+			dst = append(dst, '\r')
 		case 't':
-			out = append(out, '\t')
+			dst = append(dst, '\t')
 		case 'u':
-			r, _ := hex4(body, i+2)
-			i += 6
-			if r >= 0xD800 && r <= 0xDBFF && i+6 <= len(body) {
-				lo, _ := hex4(body, i+2)
-				r = (r-0xD800)<<10 | (lo - 0xDC00) + 0x10000
-				i += 6
+			r, ok := hex4(body, 0)
+			if !ok {
+				return dst
 			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default: // '"', '\\', '/'
-			out = append(out, body[i+1])
+			body = body[4:]
+			if r >= 0xD800 && r < 0xDC00 && len(body) >= 6 && body[0] == '\\' && body[1] == 'u' {
+				if lo, ok := hex4(body, 2); ok && lo >= 0xDC00 && lo < 0xE000 {
+					r = utf16.DecodeRune(r, lo)
+					body = body[6:]
+				}
+			}
+			dst = utf8.AppendRune(dst, r) // a lone surrogate is not a rune: U+FFFD
+		default:
+			return dst
 		}
-		i += 2
 	}
-	return out
+	return dst
 }
 
 // describe is a value-free fmt helper for envelope problems.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func nested(open, close string, n int, inner string) string {
@@ -264,4 +265,37 @@ func FuzzParseTimestamp(f *testing.F) {
 			t.Fatalf("%q: %v, time.Parse %v", s, got, want)
 		}
 	})
+}
+
+var unescapeSeeds = []string{``, `plain`, `a\"b\\c\/d`, `\b\f\n\r\t`, `\u00e9\u4E2D`, `\ud83d\ude00`, `\ud83d`, `\ud83dx`,
+	`\ud83d\u0041`, `\udc00`, `\ud800\ud800\udc00`, `tail\\`, `\u12`, `\x`, `\`, `é ok`}
+
+// checkUnescape: on a valid string body AppendUnescaped decodes as
+// encoding/json does; on any other bytes it only returns.
+func checkUnescape(t *testing.T, body string) {
+	t.Helper()
+	got := string(AppendUnescaped([]byte("pre"), []byte(body)))
+	if !strings.HasPrefix(got, "pre") {
+		t.Fatalf("AppendUnescaped(%q) dropped dst: %q", body, got)
+	}
+	var want string
+	if json.Unmarshal([]byte(`"`+body+`"`), &want) != nil || !utf8.ValidString(body) {
+		return
+	}
+	if got[3:] != want {
+		t.Fatalf("AppendUnescaped(%q) = %q, encoding/json %q", body, got[3:], want)
+	}
+}
+
+func TestAppendUnescaped(t *testing.T) {
+	for _, s := range unescapeSeeds {
+		checkUnescape(t, s)
+	}
+}
+
+func FuzzAppendUnescaped(f *testing.F) {
+	for _, s := range unescapeSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(checkUnescape)
 }
