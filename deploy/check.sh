@@ -16,7 +16,7 @@ if ! command -v promtool >/dev/null 2>&1; then
 	apt-get update -qq
 	apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-promtool --version 2>&1 | head -n 1
+promtool --version 2>&1 | sed -n 1p # sed, not head: with pipefail a SIGPIPE would fail the check
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

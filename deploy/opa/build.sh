@@ -10,7 +10,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bin="$root/.cache/bin"
 
 if [[ -x "$bin/opa" ]]; then
-	echo "opa already built: $bin/opa ($("$bin/opa" version 2>/dev/null | head -n1))"
+	echo "opa already built: $bin/opa ($("$bin/opa" version 2>/dev/null | sed -n 1p))"
 	exit 0
 fi
 
@@ -21,4 +21,6 @@ start=$(date +%s)
 cd "$root"
 GOBIN="$bin" go install "github.com/open-policy-agent/opa@${OPA_VERSION}"
 echo "built $bin/opa ${OPA_VERSION} in $(( $(date +%s) - start ))s"
-"$bin/opa" version | head -n1
+# sed reads the whole version text: head would exit after one line and, with
+# pipefail, an opa still writing would fail the script with SIGPIPE (141).
+"$bin/opa" version | sed -n 1p
