@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -71,6 +72,10 @@ type Emitter struct {
 	// providerName is shared by every record (read-only), not allocated
 	// per emission.
 	providerName *string
+	// verdictBufs recycles firstDeny's verdict buffers (*[]Verdict): a
+	// verdict is 152 bytes of pointers, and every emission needs two per
+	// binding only until its record is made.
+	verdictBufs sync.Pool
 }
 
 // NewEmitter validates cfg and returns an Emitter.
@@ -193,9 +198,12 @@ func (r Result) HostError() bool {
 
 // outcome is the internal result of a profile dispatch.
 type outcome struct {
-	combined      Verdict
-	decidedBy     *int
-	verdicts      []Verdict
+	combined  Verdict
+	decidedBy *int
+	verdicts  []Verdict
+	// buf, when set, is the pooled buffer verdicts lives in, returned
+	// once the record is made (release).
+	buf           *[]Verdict
 	foldTruncated *bool
 	resolvedBy    string
 	transformed   bool
@@ -414,6 +422,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			rec.Verdicts[i] = VerdictSummary{Index: i, Decision: v.Decision, Reason: v.Reason, Name: bindings[i].Name}
 		}
 	}
+	e.release(&out)
 	e.deliver(rec, start)
 
 	res := Result{Record: rec, Verdict: out.combined}
@@ -681,12 +690,39 @@ func writeBack(raw []byte, p Point, target []byte) ([]byte, error) {
 	return sjson.SetRawBytesOptions(out, p.Field(), target, &sjson.Options{ReplaceInPlace: false})
 }
 
-func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+// verdictBuf returns a buffer of at least n verdicts, pooled.
+func (e *Emitter) verdictBuf(n int) *[]Verdict {
+	if p, _ := e.verdictBufs.Get().(*[]Verdict); p != nil {
+		if cap(*p) >= n {
+			return p
+		}
+	}
+	b := make([]Verdict, 0, max(n, 8))
+	return &b
+}
+
+// release returns out's pooled verdict buffer, cleared so that the pool
+// keeps no interceptor's strings or evidence alive. Nothing may use
+// out.verdicts afterwards; out.combined is a copy and stays valid.
+func (e *Emitter) release(out *outcome) {
+	if out.buf == nil {
+		return
+	}
+	b := (*out.buf)[:cap(*out.buf)]
+	clear(b)
+	*out.buf = b[:0]
+	e.verdictBufs.Put(out.buf)
+	out.buf, out.verdicts = nil, nil
+}
+
+func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]byte) (o outcome) {
 	n := len(bs)
 	resume := e.cfg.Composition.OnApproval == OnApprovalResume
-	// One allocation for both: per holds a verdict per binding, pool those
+	// One buffer for both: per holds a verdict per binding, pool those
 	// plus any approval's (which grows it past its share, rarely).
-	buf := make([]Verdict, 0, 2*n)
+	vb := e.verdictBuf(2 * n)
+	defer func() { o.buf = vb }()
+	buf := (*vb)[:0]
 	per, pool := buf[:0:n], buf[n:n]
 	var last *Verdict
 	var lastIdx int
@@ -736,7 +772,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 			last, lastIdx = &folded, i
 		}
 	}
-	o := outcome{combined: Allow(), verdicts: per, foldTruncated: flag(false), resolvedBy: resolvedBy}
+	o = outcome{combined: Allow(), verdicts: per, foldTruncated: flag(false), resolvedBy: resolvedBy}
 	if last != nil {
 		o.combined, o.decidedBy = *last, idx(lastIdx)
 	}
