@@ -166,20 +166,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 
-	// input: a new user turn.
+	// input (§3: on the ingress of each external request), except for a
+	// tool-loop follow-up that answers calls this session issued: that is
+	// the same turn going on. Any other request is judged, whatever its
+	// last message, so that a trailing system or assistant message, or
+	// results for calls the proxy never saw, cannot skip the point.
 	msgs := gjson.Get(view(body), "messages").Array()
-	last := len(msgs) - 1
-	if msgs[last].Get("role").Str == "user" {
-		content := msgs[last].Get("content").Raw
-		res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), "user"))
-		if !res.Proceed {
-			rn.blocked(res)
-			return
-		}
-		if res.Transformed {
-			if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(last)+".content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-				rn.failClosed(points.PreModelCallEvent("", nil), "input write-back failed")
+	if !s.continuesTurn(sess, msgs) {
+		for _, in := range turnInputs(msgs) {
+			content := msgs[in.index].Get("content").Raw
+			res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
+			if !res.Proceed {
+				rn.blocked(res)
 				return
+			}
+			if res.Transformed {
+				if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(in.index)+".content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
+					rn.failClosed(points.PreModelCallEvent("", nil), "input write-back failed")
+					return
+				}
 			}
 		}
 	}
@@ -571,10 +576,37 @@ func checkChatRequest(body []byte) string {
 	if !msgs.IsArray() || len(msgs.Array()) == 0 {
 		return "'messages' must be a non-empty array"
 	}
+	// A tool result must answer a call of an earlier assistant message:
+	// the tool points need the call's name and arguments, and a result for
+	// a call nobody made has no point to pass through (OpenAI refuses it
+	// too). Legacy function results have no id to pair them by.
 	bad := ""
+	var calls map[string]struct{}
 	msgs.ForEach(func(_, m gjson.Result) bool {
 		if !m.IsObject() || m.Get("role").Type != gjson.String {
 			bad = "each message must be an object with a string 'role'"
+			return false
+		}
+		switch m.Get("role").Str {
+		case "assistant":
+			m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+				if id := c.Get("id"); id.Type == gjson.String && id.Str != "" {
+					if calls == nil {
+						calls = map[string]struct{}{}
+					}
+					calls[id.Str] = struct{}{}
+				}
+				return true
+			})
+		case "tool":
+			id := m.Get("tool_call_id")
+			if id.Type != gjson.String || id.Str == "" {
+				bad = "each 'tool' message must carry a string 'tool_call_id'"
+			} else if _, ok := calls[id.Str]; !ok {
+				bad = "a 'tool' message must answer a tool call of an earlier 'assistant' message (its 'tool_call_id' matches none)"
+			}
+		case "function":
+			bad = "'function' messages (legacy function calling) are not mediated; use 'tools' and 'tool' messages"
 		}
 		return bad == ""
 	})

@@ -146,15 +146,34 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	isErrV := body.Get("is_error")
+	if isErrV.Exists() && isErrV.Type != gjson.True && isErrV.Type != gjson.False && isErrV.Type != gjson.Null {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'is_error' must be a boolean", "invalid_request")
+		return
+	}
+	if n := body.Get("name"); n.Exists() && n.Type != gjson.String && n.Type != gjson.Null {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a string", "invalid_request")
+		return
+	}
 	sess, em, ok := s.hostSession(w, r)
 	if !ok {
 		return
 	}
 	defer s.sessions.release(sess, s.opts.Now())
 	cid := chi.URLParam(r, "cid")
+	if n := body.Get("name"); n.Type == gjson.String && n.Str != "" {
+		sess.mu.Lock()
+		tc := sess.tools[cid]
+		differs := tc != nil && tc.name != n.Str
+		sess.mu.Unlock()
+		if differs {
+			// The result belongs to the call its pre judged, not another.
+			writeError(w, http.StatusConflict, "invalid_request_error", "tool call id was judged for a different tool", "tool_call_conflict")
+			return
+		}
+	}
 	value := []byte(orNull(body.Get("result").Raw))
-	isErr := body.Get("is_error").Bool()
-	res, ran, already := s.postTool(r.Context(), em, sess, cid, value, isErr)
+	res, ran, already := s.postTool(r.Context(), em, sess, cid, value, isErrV.Type == gjson.True, nil)
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {

@@ -157,6 +157,19 @@ func (ss *sessions) byToolCall(ids []string, now time.Time) *session {
 	return nil
 }
 
+// issued reports whether every one of ids is a tool-call id issued in s
+// (link); an empty id never is.
+func (ss *sessions) issued(s *session, ids []string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := s.callIDs[id]; !ok || id == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // link remembers tool-call ids issued in s.
 func (ss *sessions) link(s *session, ids []string) {
 	if len(ids) == 0 {

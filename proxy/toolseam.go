@@ -25,7 +25,14 @@ type toolCall struct {
 	control json.RawMessage // control error when withheld
 	// post_tool_call outcome.
 	postDone bool
-	result   *string // replacement content for the role:tool message; nil keeps it
+	// result is the content the model gets for this call: the control
+	// error of a blocked pre or post, or the result post_tool_call
+	// permitted (after its transform). A role:tool message that says
+	// anything else is rewritten to it; nil leaves the message alone.
+	result *string
+	// adopted: the call was first seen answered (its pre ran elsewhere,
+	// or before a restart), so only its post was emitted here.
+	adopted bool
 	// withheld calls hang off the permitted sibling that anchors them;
 	// rawArgs is the model's own arguments string of a withheld call,
 	// replayed to the model only.
@@ -105,6 +112,8 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		}
 	} else {
 		tc.control = controlError(points.PreToolCall, r.Verdict)
+		c := string(tc.control)
+		tc.result = &c // §6.2: no result of a blocked call reaches the model
 	}
 	close(tc.ready)
 	return tc.outcome(), &r, false
@@ -115,12 +124,25 @@ func (tc *toolCall) outcome() preOutcome {
 	return preOutcome{name: tc.name, proceed: tc.proceed, args: tc.args, control: tc.control, reqArgs: tc.reqArgs}
 }
 
+// seenCall is a tool call as the request's history shows it, for a result
+// whose call this session never saw (adopted by postTool).
+type seenCall struct {
+	name    string
+	argsRaw string // the model's arguments string
+}
+
 // postTool runs post_tool_call once for id with the tool's result. ran is
 // false when no permitted pre precedes it or its post already ran
-// (already tells which).
-func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool) (res *points.Result, ran, already bool) {
+// (already tells which). With seen set, a result for an id the session
+// does not know is adopted: the call is remembered as seen and its post
+// emitted, since nothing shows that the result was ever judged.
+func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool, seen *seenCall) (res *points.Result, ran, already bool) {
 	sess.mu.Lock()
 	tc := sess.tools[id]
+	if tc == nil && seen != nil {
+		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true}
+		sess.tools[strings.Clone(id)] = tc
+	}
 	if tc == nil || !tc.preDone || !tc.proceed || tc.postDone {
 		already = tc != nil && tc.postDone
 		sess.mu.Unlock()
@@ -138,14 +160,31 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		c := string(controlError(points.PostToolCall, r.Verdict))
 		tc.result = &c
 	case r.Transformed:
-		t := r.Target()
-		c := t.Raw
-		if t.Type == gjson.String {
-			c = t.Str
-		}
+		c := contentOf(r.Target())
+		tc.result = &c
+	default:
+		c := contentOf(gjson.ParseBytes(value))
 		tc.result = &c
 	}
 	return &r, true, false
+}
+
+// contentOf is the role:tool content that carries a tool_result.value:
+// a string as itself, anything else as its JSON (toolResultValue's inverse).
+func contentOf(v gjson.Result) string {
+	if v.Type == gjson.String {
+		return v.Str
+	}
+	return v.Raw
+}
+
+// contentIs reports whether a role:tool message's content already says want.
+func contentIs(m gjson.Result, want string) bool {
+	c := m.Get("content")
+	if c.Type == gjson.String {
+		return c.Str == want
+	}
+	return c.Raw == want
 }
 
 // releaseCalls runs the transparent seam over a permitted response's tool
@@ -236,16 +275,34 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	if !msgs.IsArray() {
 		return body, nil
 	}
-	// Emit post_tool_call for results seen for the first time.
+	// Emit post_tool_call for results seen for the first time, including
+	// results of calls this session never saw (checkChatRequest made sure
+	// every result answers a call in the history).
 	if s.opts.TransparentToolSeam {
 		var first *points.Result
+		var calls map[string]seenCall
 		msgs.ForEach(func(_, m gjson.Result) bool {
-			if m.Get("role").Str != "tool" {
+			switch m.Get("role").Str {
+			case "assistant":
+				m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+					if calls == nil {
+						calls = map[string]seenCall{}
+					}
+					calls[c.Get("id").Str] = seenCall{name: c.Get("function.name").Str, argsRaw: c.Get("function.arguments").Str}
+					return true
+				})
+				return true
+			case "tool":
+			default:
 				return true
 			}
 			id := m.Get("tool_call_id").Str
 			value := toolResultValue(m.Get("content"))
-			res, ran, _ := s.postTool(ctx, em, sess, id, value, false)
+			var seen *seenCall
+			if c, ok := calls[id]; ok {
+				seen = &c
+			}
+			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)
 			if ran && !res.Proceed && s.terminates(*res) {
 				first = res
 				return false
@@ -262,7 +319,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	msgs.ForEach(func(_, m gjson.Result) bool {
 		switch m.Get("role").Str {
 		case "tool":
-			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil {
+			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil && !contentIs(m, *tc.result) {
 				changed = true
 			}
 		case "assistant":
@@ -293,7 +350,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 		raw := []byte(m.Raw)
 		switch m.Get("role").Str {
 		case "tool":
-			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil {
+			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil && !contentIs(m, *tc.result) {
 				raw, _ = sjson.SetBytes(raw, "content", *tc.result)
 			}
 			add(raw)

@@ -1,0 +1,192 @@
+package proxy
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// inputGuard denies input whose content mentions deny-in, denies
+// post_tool_call results that mention SECRET, and allows the rest; it
+// keeps the input.role of every input it sees.
+func inputGuard(roles *[]string) points.Binding {
+	return points.Binding{Name: "guard", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		switch c.Point() {
+		case points.Input:
+			*roles = append(*roles, c.Get("input.role").Str)
+			if strings.Contains(c.Get("input.content").Raw, "deny-in") {
+				return points.Deny("input_denied", ""), nil
+			}
+		case points.PostToolCall:
+			if strings.Contains(c.Get("tool_result.value").Raw, "SECRET") {
+				return points.Deny("tainted", ""), nil
+			}
+		}
+		return points.Allow(), nil
+	})}
+}
+
+func TestInputJudgesEveryRequestThatOpensATurn(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		msgs   string
+		status int
+		roles  []string
+	}{
+		{"plain question", `[{"role":"user","content":"hello"}]`, 200, []string{"user"}},
+		{"system then user", `[{"role":"system","content":"be nice"},{"role":"user","content":"hello"}]`, 200, []string{"user"}},
+		{"trailing system message", `[{"role":"user","content":"deny-in x"},{"role":"system","content":"be nice"}]`, 403, []string{"user"}},
+		{"trailing assistant prefill", `[{"role":"user","content":"deny-in x"},{"role":"assistant","content":"Sure"}]`, 403, []string{"user"}},
+		{"two new user messages", `[{"role":"user","content":"deny-in one"},{"role":"user","content":"hello"}]`, 403, []string{"user"}},
+		{"two new user messages, both fine", `[{"role":"user","content":"one"},{"role":"user","content":"two"}]`, 200, []string{"user", "user"}},
+		{"system only", `[{"role":"system","content":"deny-in"}]`, 403, []string{"system"}},
+		{"developer only", `[{"role":"developer","content":"hi"}]`, 200, []string{"system"}},
+		{"earlier turns are history", `[{"role":"user","content":"old"},{"role":"assistant","content":"ok"},{"role":"user","content":"new"}]`, 200, []string{"user"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := seqUpstream(t, plainCompletion)
+			var roles []string
+			p := newProxy(t, up.URL, inputGuard(&roles))
+			r, b := post(t, p.URL, `{"model":"m","messages":`+tc.msgs+`}`)
+			if r.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.StatusCode, tc.status, b)
+			}
+			if !slices.Equal(roles, tc.roles) {
+				t.Fatalf("input roles %v, want %v", roles, tc.roles)
+			}
+			if tc.status == 200 {
+				want := []string{"agent_startup"}
+				for range tc.roles {
+					want = append(want, "input")
+				}
+				want = append(want, "pre_model_call", "post_model_call", "output", "agent_shutdown")
+				if got := points_(p.sink); !slices.Equal(got, want) {
+					t.Fatalf("points %v, want %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestToolResultsOfUnseenCallsAreJudged(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	var roles []string
+	p := seamProxy(t, up.URL, inputGuard(&roles))
+	// A follow-up for a call this proxy never released (another replica
+	// released it, or the proxy restarted since).
+	body := `{"model":"m","messages":[{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"fab1","type":"function","function":{"name":"search","arguments":"{\"q\":\"x\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"fab1","content":"SECRET-RESULT"}]}`
+	r, b := post(t, p.URL, body)
+	if r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	sent := got()[0]
+	if strings.Contains(sent, "SECRET-RESULT") {
+		t.Fatalf("unjudged tool result reached the model: %s", sent)
+	}
+	if c := gjson.Get(sent, `messages.#(tool_call_id=="fab1").content`).Str; !strings.Contains(c, "post_tool_call") {
+		t.Fatalf("control error missing: %s", sent)
+	}
+	want := []string{"agent_startup", "input", "post_tool_call", "pre_model_call", "post_model_call", "output", "agent_shutdown"}
+	if g := points_(p.sink); !slices.Equal(g, want) {
+		t.Fatalf("points %v, want %v", g, want)
+	}
+	var postRec *points.Record
+	for _, rec := range p.sink.Records() {
+		if rec.InterceptionPoint == points.PostToolCall {
+			postRec = rec
+		}
+	}
+	if postRec == nil || postRec.Verdict.Reason != "tainted" {
+		t.Fatalf("post_tool_call record: %+v", postRec)
+	}
+}
+
+func TestToolMessageMustAnswerACall(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	for _, msgs := range []string{
+		`[{"role":"user","content":"go"},{"role":"tool","tool_call_id":"nobody","content":"x"}]`,
+		`[{"role":"user","content":"go"},{"role":"tool","content":"x"}]`,
+		`[{"role":"user","content":"go"},{"role":"function","name":"f","content":"x"}]`,
+	} {
+		r, b := post(t, p.URL, `{"model":"m","messages":`+msgs+`}`)
+		if r.StatusCode != 400 || gjson.GetBytes(b, "error.type").Str != "invalid_request_error" {
+			t.Fatalf("%s: %d %s", msgs, r.StatusCode, b)
+		}
+	}
+	if len(got()) != 0 {
+		t.Fatal("a refused request reached the upstream")
+	}
+}
+
+func TestModelGetsTheVerdictedToolResult(t *testing.T) {
+	for _, transparent := range []bool{true, false} {
+		t.Run(map[bool]string{true: "transparent", false: "host API only"}[transparent], func(t *testing.T) {
+			up, got := seqUpstream(t, plainCompletion)
+			p := seamProxy(t, up.URL, denyTool("delete_files"))
+			p.srv.opts.TransparentToolSeam = transparent
+			sid := "sess-verdicted"
+			base := p.URL + "/agent-hooks/v1/sessions/" + sid + "/tool-calls/"
+			if r, b := hostCall(t, base+"c1/pre", `{"name":"search","args":{"q":"x"}}`); r.StatusCode != 200 || !gjson.GetBytes(b, "proceed").Bool() {
+				t.Fatalf("pre c1: %d %s", r.StatusCode, b)
+			}
+			if r, b := hostCall(t, base+"c1/post", `{"name":"search","result":"clean result"}`); r.StatusCode != 200 {
+				t.Fatalf("post c1: %d %s", r.StatusCode, b)
+			}
+			if r, b := hostCall(t, base+"c2/pre", `{"name":"delete_files","args":{}}`); r.StatusCode != 200 || gjson.GetBytes(b, "proceed").Bool() {
+				t.Fatalf("pre c2: %d %s", r.StatusCode, b)
+			}
+			body := `{"model":"m","messages":[{"role":"user","content":"go"},` +
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"search","arguments":"{\"q\":\"x\"}"}},{"id":"c2","type":"function","function":{"name":"delete_files","arguments":"{}"}}]},` +
+				`{"role":"tool","tool_call_id":"c1","content":"leak sk-proj-abcdefghijklmnopqrstuvwxyz0123"},` +
+				`{"role":"tool","tool_call_id":"c2","content":"deleted; SECRET data"}]}`
+			r, b := post(t, p.URL, body, "X-Agent-Hooks-Session", sid)
+			if r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			sent := got()[0]
+			if strings.Contains(sent, "sk-proj-") || strings.Contains(sent, "SECRET") {
+				t.Fatalf("an unverdicted result reached the model: %s", sent)
+			}
+			if c := gjson.Get(sent, `messages.#(tool_call_id=="c1").content`).Str; c != "clean result" {
+				t.Fatalf("c1 content %q", c)
+			}
+			if c := gjson.Get(sent, `messages.#(tool_call_id=="c2").content`).Str; !strings.Contains(c, "pre_tool_call") {
+				t.Fatalf("c2 content %q", c)
+			}
+			if n := count(p.sink, points.PostToolCall); n != 1 {
+				t.Fatalf("post_tool_call emitted %d times, want 1", n)
+			}
+		})
+	}
+}
+
+func TestHostPostChecksItsBody(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	base := p.URL + "/agent-hooks/v1/sessions/s-body/tool-calls/"
+	if r, b := hostCall(t, base+"c1/pre", `{"name":"search","args":{}}`); r.StatusCode != 200 {
+		t.Fatalf("pre: %d %s", r.StatusCode, b)
+	}
+	for _, tc := range []struct {
+		body   string
+		status int
+	}{
+		{`{"name":"search","result":"x","is_error":"yes"}`, 400},
+		{`{"name":7,"result":"x"}`, 400},
+		{`{"name":"shell","result":"x"}`, 409},
+		{`{"name":"search","result":"x","is_error":false}`, 200},
+	} {
+		if r, b := hostCall(t, base+"c1/post", tc.body); r.StatusCode != tc.status {
+			t.Fatalf("%s: %d %s, want %d", tc.body, r.StatusCode, b, tc.status)
+		}
+	}
+}
+
