@@ -189,4 +189,3 @@ func TestHostPostChecksItsBody(t *testing.T) {
 		}
 	}
 }
-
