@@ -268,6 +268,9 @@ type turn struct {
 	view       completionView // of completion
 	modified   bool
 	post       points.Event
+	// omitUsage: the proxy asked the upstream for the usage chunk the
+	// client did not ask for, so its replay leaves it out.
+	omitUsage bool
 }
 
 // modelTurn runs pre_model_call, the upstream call and post_model_call.
@@ -298,17 +301,34 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
-	out, err := s.upstreamRequest(uctx, r, body)
+	stream := gjson.Get(view(body), "stream").Bool()
+	upBody := body
+	t := turn{}
+	if stream && !gjson.Get(view(body), "stream_options.include_usage").Bool() {
+		// A stream carries usage only when asked for it, and the points
+		// (token budgets, rules over usage) need it as a JSON answer has
+		// it. The usage chunk is left out of what the client gets.
+		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
+			upBody, t.omitUsage = b, true
+		}
+	}
+	out, err := s.upstreamRequest(uctx, r, upBody)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		rn.end("error", false)
 		return turn{}, false
 	}
+	// §3.1: every pre_model_call that was not blocked has its
+	// post_model_call, a failed call included; the failure itself is not
+	// model output and is answered as it is, whatever the verdict.
+	failed := func() {
+		em.Emit(ctx, sess.ps, points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"upstream_error"}`)).With("request_id", quoteJSON(reqID)))
+	}
 	upStart := time.Now()
-	stream := gjson.Get(view(body), "stream").Bool()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
+		failed()
 		if ctx.Err() != nil {
 			rn.end("cancelled", false) // the client went away
 			return turn{}, false
@@ -323,6 +343,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes))
+		failed()
 		copyHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
@@ -332,7 +353,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 
 	// Hold the whole response, headers included.
 	incomplete := points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(reqID))
-	t := turn{resp: resp}
+	t.resp = resp
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
 		// A stream counts as held from its first byte to its verdict.
@@ -480,7 +501,7 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 		if modified {
 			err = writeWhole(w, t.resp.StatusCode, rendered, true)
 		} else {
-			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers)
+			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage)
 		}
 	} else {
 		w.Header().Set("Content-Type", "application/json")

@@ -117,6 +117,7 @@ func post(t testing.TB, base, body string, hdr ...string) (*http.Response, []byt
 
 const hello = `{"model":"gpt-test","messages":[{"role":"user","content":"Hi"}]}`
 const helloStream = `{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"Hi"}]}`
+const helloStreamUsage = `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hi"}]}`
 
 func points_(sink *points.MemorySink) []string {
 	var out []string

@@ -133,7 +133,9 @@ func TestRecordedStreamsReplay(t *testing.T) {
 			t.Run(name+"/"+how, func(t *testing.T) {
 				up := replayUpstream(t, split(stream))
 				p := newProxy(t, up.URL, allowAll())
-				resp, body := post(t, p.URL, helloStream)
+				// The recordings were made with usage asked for; a client
+				// that does not ask gets no usage chunk (TestStreamUsage).
+				resp, body := post(t, p.URL, helloStreamUsage)
 				if resp.StatusCode != 200 {
 					t.Fatalf("status %d: %s", resp.StatusCode, body)
 				}

@@ -1,0 +1,125 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// usageUpstream streams a short answer and, as OpenAI does, the usage
+// chunk (and "usage":null on every other chunk) only when the request
+// asks for it. It keeps the request bodies.
+func usageUpstream(t *testing.T) (*httptest.Server, func() []string) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		usage := gjson.GetBytes(b, "stream_options.include_usage").Bool()
+		null := ""
+		if usage {
+			null = `,"usage":null`
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, d := range []string{
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"finish_reason":null}]` + null + `}`,
+			`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]` + null + `}`,
+		} {
+			_, _ = io.WriteString(w, "data: "+d+"\n\n")
+		}
+		if usage {
+			_, _ = io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`+"\n\n")
+		}
+		_, _ = io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+}
+
+func TestStreamUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		body      string
+		wantChunk bool
+	}{
+		{"client did not ask", helloStream, false},
+		{"client asked", helloStreamUsage, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, got := usageUpstream(t)
+			var mu sync.Mutex
+			var seen string
+			p := newProxy(t, up.URL, points.Binding{Name: "usage", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+				if c.Point() == points.PostModelCall {
+					mu.Lock()
+					seen = c.Get("usage").Raw
+					mu.Unlock()
+				}
+				return points.Allow(), nil
+			})})
+			r, b := post(t, p.URL, tc.body)
+			if r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			sent := got()[0]
+			if !gjson.Get(sent, "stream_options.include_usage").Bool() {
+				t.Fatalf("upstream was not asked for usage: %s", sent)
+			}
+			if tc.wantChunk && sent != tc.body {
+				t.Fatalf("a request that asked for usage was changed: %s", sent)
+			}
+			if gjson.Get(seen, "prompt_tokens").Int() != 3 || gjson.Get(seen, "completion_tokens").Int() != 2 {
+				t.Fatalf("post_model_call usage = %q", seen)
+			}
+			hasChunk := strings.Contains(string(b), `"choices":[]`)
+			if hasChunk != tc.wantChunk {
+				t.Fatalf("usage chunk released = %v, want %v:\n%s", hasChunk, tc.wantChunk, b)
+			}
+			if !strings.Contains(string(b), `"content":"Hel"`) || !strings.HasSuffix(string(b), "data: [DONE]\n\n") {
+				t.Fatalf("stream not released whole:\n%s", b)
+			}
+		})
+	}
+}
+
+func TestFailedModelCallHasItsPostModelCall(t *testing.T) {
+	errUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = io.WriteString(w, `{"error":{"message":"slow down","type":"rate_limit_error"}}`)
+	}))
+	defer errUp.Close()
+	gone := httptest.NewServer(http.NotFoundHandler())
+	goneURL := gone.URL
+	gone.Close()
+	for _, tc := range []struct {
+		name   string
+		up     string
+		status int
+	}{
+		{"upstream error status", errUp.URL, http.StatusTooManyRequests},
+		{"upstream unreachable", goneURL, http.StatusBadGateway},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newProxy(t, tc.up, allowAll())
+			r, b := post(t, p.URL, hello)
+			if r.StatusCode != tc.status {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "agent_shutdown"}
+			if g := points_(p.sink); strings.Join(g, ",") != strings.Join(want, ",") {
+				t.Fatalf("points %v, want %v", g, want)
+			}
+		})
+	}
+}
