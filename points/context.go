@@ -272,7 +272,7 @@ type Session struct {
 	id      string
 	extra   []Member
 	head    []byte // pre-rendered "agent" and "session" members
-	seq     atomic.Int64
+	seq     *atomic.Int64
 	started time.Time
 
 	headOnce sync.Once
@@ -281,7 +281,19 @@ type Session struct {
 
 // NewSession starts a session whose first emission gets sequence 0.
 func NewSession(agent Agent, sessionID string, extra ...Member) *Session {
-	s := &Session{agent: agent, id: sessionID, extra: extra, started: time.Now()}
+	return newSession(agent, sessionID, new(atomic.Int64), extra)
+}
+
+// Continue starts a session under s's id whose sequence goes on from s's
+// (shared, so an emission s still makes stays in order): a host that lets
+// an ended session's id be used again keeps (session_id, sequence) unique
+// and strictly increasing in the record stream (§3.1).
+func (s *Session) Continue(agent Agent, extra ...Member) *Session {
+	return newSession(agent, s.id, s.seq, extra)
+}
+
+func newSession(agent Agent, sessionID string, seq *atomic.Int64, extra []Member) *Session {
+	s := &Session{agent: agent, id: sessionID, extra: extra, started: time.Now(), seq: seq}
 	h := []byte(`,"agent":{"id":`)
 	h = appendQuoted(h, agent.ID)
 	h = append(h, `,"framework":`...)

@@ -189,3 +189,25 @@ func TestHostPostChecksItsBody(t *testing.T) {
 		}
 	}
 }
+
+func TestReusedSessionIDKeepsSequencesIncreasing(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	p := newProxy(t, up.URL, allowAll())
+	for i := 0; i < 3; i++ {
+		if r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "se1"); r.StatusCode != 200 {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+		if r, b := hostCall(t, p.URL+"/agent-hooks/v1/sessions/se1/end", `{"reason":"completed"}`); r.StatusCode != 200 {
+			t.Fatalf("end: %d %s", r.StatusCode, b)
+		}
+	}
+	recs := p.sink.Records()
+	if len(recs) != 3*6 {
+		t.Fatalf("%d records, want 18: %v", len(recs), points_(p.sink))
+	}
+	for i, r := range recs {
+		if r.SessionID != "se1" || r.Sequence != int64(i) {
+			t.Fatalf("record %d: session %q sequence %d", i, r.SessionID, r.Sequence)
+		}
+	}
+}
