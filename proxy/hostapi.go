@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -28,6 +29,17 @@ func (s *Server) mountHostAPI(r chi.Router) {
 }
 
 // hostBody reads a small JSON object body.
+// pathParam is a route parameter decoded: chi matches on the escaped path
+// when the request has one, so a session id holding "/" (sent as %2F)
+// arrives escaped.
+func pathParam(r *http.Request, name string) string {
+	v := chi.URLParam(r, name)
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
 func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
@@ -49,7 +61,7 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, 
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return nil, nil, false
 	}
-	sid := chi.URLParam(r, "sid")
+	sid := pathParam(r, "sid")
 	sess, created := s.sessions.get(sid, false, s.opts.Now())
 	if !created && !s.awaitStartup(r.Context(), sess) {
 		s.sessions.release(sess, s.opts.Now())
@@ -125,7 +137,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.release(sess, s.opts.Now())
-	cid := chi.URLParam(r, "cid")
+	cid := pathParam(r, "cid")
 	out, res, existing := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
 	if existing && (out.name != name.Str || (!points.JSONEqual(string(out.reqArgs), string(argsRaw)) && !points.JSONEqual(string(out.args), string(argsRaw)))) {
 		// The remembered verdict covers that call only, not a different one.
@@ -160,7 +172,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.release(sess, s.opts.Now())
-	cid := chi.URLParam(r, "cid")
+	cid := pathParam(r, "cid")
 	if n := body.Get("name"); n.Type == gjson.String && n.Str != "" {
 		sess.mu.Lock()
 		tc := sess.tools[cid]
@@ -214,7 +226,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return
 	}
-	sid := chi.URLParam(r, "sid")
+	sid := pathParam(r, "sid")
 	s.sessions.mu.Lock()
 	sess := s.sessions.byID[sid]
 	s.sessions.mu.Unlock()
