@@ -251,6 +251,17 @@ func (c *Console) expire(id string) bool {
 // ErrExpired; a different identity is ErrIdentityMismatch and leaves the
 // approval pending. note is handed to OnDecision only.
 func (c *Console) Decide(id, outcome string, identity *string, note string) error {
+	return c.decide(id, outcome, identity, true, note)
+}
+
+// DecideByID is Decide bound by the approval id alone, for a decision that
+// echoes no context_identity: the id names exactly one approval, and the
+// resolution echoes that approval's identity (§7.6). identity is ignored.
+func (c *Console) DecideByID(id, outcome string, _ *string, note string) error {
+	return c.decide(id, outcome, nil, false, note)
+}
+
+func (c *Console) decide(id, outcome string, identity *string, check bool, note string) error {
 	if outcome != points.OutcomeApprove && outcome != points.OutcomeReject {
 		return ErrInvalidOutcome
 	}
@@ -267,7 +278,7 @@ func (c *Console) Decide(id, outcome string, identity *string, note string) erro
 		}
 		return ErrNotFound
 	}
-	if !sameIdentity(identity, e.ContextIdentity) {
+	if check && !sameIdentity(identity, e.ContextIdentity) {
 		c.mu.Unlock()
 		return ErrIdentityMismatch
 	}

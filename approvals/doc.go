@@ -24,8 +24,9 @@
 // approval that stops waiting leaves the queue at once. A full queue fails
 // the consultation immediately.
 //
-// A decision must echo the context_identity shown with the approval, so it
-// is bound to the bytes the approver saw; approve lifts the deny with
+// A decision is bound to one approval by its id; one that also echoes the
+// context_identity shown with the approval (the page does) must match it,
+// so it is bound to the bytes the approver saw. Approve lifts the deny with
 // {"decision":"allow"}, reject keeps it with the original reason (or
 // approval_rejected when it had none or had a host_error:* reason). A
 // replayed, late or mis-bound decision is refused.
@@ -34,7 +35,7 @@
 // no token configured means 403 for every API call):
 //
 //	GET  /agent-hooks/v1/approvals[?limit=100]  {"approvals":[{id, created, interception_point, reason, message, context_identity, context}]}
-//	POST /agent-hooks/v1/approvals/{id}         {"outcome":"approve"|"reject", "context_identity": <as shown>, "note"?: "..."}
+//	POST /agent-hooks/v1/approvals/{id}         {"outcome":"approve"|"reject", "context_identity"?: <as shown>, "note"?: "..."}
 //	                                            200 {id, outcome}; 400 bad body; 404 unknown id;
 //	                                            409 approval_identity_mismatch | approval_already_decided | approval_expired
 //	GET  /agent-hooks/ui/                       the approval page (no data; asks for the token)

@@ -43,7 +43,7 @@ type handler struct {
 // Handler returns the console's HTTP handler. It answers
 //
 //	GET  /agent-hooks/v1/approvals[?limit=N]   pending approvals, newest first
-//	POST /agent-hooks/v1/approvals/{id}        {outcome, context_identity, note?}
+//	POST /agent-hooks/v1/approvals/{id}        {outcome, context_identity?, note?}
 //	GET  /agent-hooks/ui/                      the approval page
 //
 // and 404 for anything else. It may be served at the root of the host's
@@ -213,7 +213,10 @@ func (h *handler) list(w http.ResponseWriter, r *http.Request) {
 type decisionBody struct {
 	Outcome         string
 	ContextIdentity *string
-	Note            string
+	// Echoed: the body named a context_identity (ContextIdentity nil means
+	// it echoed null); without one the decision is bound by the id alone.
+	Echoed bool
+	Note   string
 }
 
 // paramError is a decision body problem, naming the member.
@@ -225,9 +228,12 @@ type paramError struct {
 
 func (e *paramError) Error() string { return e.Msg }
 
-// parseDecision reads {"outcome": "approve"|"reject", "context_identity":
+// parseDecision reads {"outcome": "approve"|"reject", "context_identity"?:
 // string|null, "note"?: string} strictly: unknown or duplicate members are
-// refused, context_identity must be present (null only echoes null).
+// refused. context_identity is optional (PRODUCT.md's body is {outcome}):
+// an approval id names one pending approval, whose identity it binds; an
+// echoed one must match (null only echoes null), so a page that shows the
+// identity can still pin the decision to the bytes on screen.
 func parseDecision(body []byte) (decisionBody, error) {
 	if !gjson.ValidBytes(body) {
 		return decisionBody{}, &paramError{Code: "invalid_json", Msg: "The body is not valid JSON."}
@@ -289,10 +295,7 @@ func parseDecision(body []byte) (decisionBody, error) {
 	if d.Outcome == "" {
 		return decisionBody{}, &paramError{Param: "outcome", Code: "missing_outcome", Msg: `outcome is required ("approve" or "reject").`}
 	}
-	if !identity {
-		return decisionBody{}, &paramError{Param: "context_identity", Code: "missing_context_identity",
-			Msg: "context_identity is required: echo the one shown with the approval (null if it was null)."}
-	}
+	d.Echoed = identity
 	return d, nil
 }
 
@@ -315,7 +318,11 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 		writeParamError(w, pe.Code, pe.Msg, pe.Param)
 		return
 	}
-	switch err := h.c.Decide(id, d.Outcome, d.ContextIdentity, d.Note); {
+	decide := h.c.Decide
+	if !d.Echoed {
+		decide = h.c.DecideByID
+	}
+	switch err := decide(id, d.Outcome, d.ContextIdentity, d.Note); {
 	case err == nil:
 		setAPIHeaders(w)
 		w.WriteHeader(http.StatusOK)

@@ -159,13 +159,12 @@ func TestHandlerListAndDecide(t *testing.T) {
 	}{
 		{"wrong identity", id1, `{"outcome":"approve","context_identity":"ident-2"}`, 409, "approval_identity_mismatch"},
 		{"null for a string identity", id1, `{"outcome":"approve","context_identity":null}`, 409, "approval_identity_mismatch"},
-		{"missing identity", id1, `{"outcome":"approve"}`, 400, "missing_context_identity"},
 		{"bad outcome", id1, `{"outcome":"maybe","context_identity":"ident-1"}`, 400, "invalid_outcome"},
 		{"unknown member", id1, `{"outcome":"approve","context_identity":"ident-1","verdict":{}}`, 400, "unknown_member"},
 		{"not JSON", id1, `{`, 400, "invalid_json"},
 		{"unknown id", "NOPE", `{"outcome":"approve","context_identity":"ident-1"}`, 404, "approval_not_found"},
 		{"nested path", id1 + "/x", `{"outcome":"approve","context_identity":"ident-1"}`, 404, "approval_not_found"},
-		{"approve", id1, `{"outcome":"approve","context_identity":"ident-1","note":"ok"}`, 200, ""},
+		{"approve without an echoed identity (bound by id)", id1, `{"outcome":"approve","note":"ok"}`, 200, ""},
 		{"replay", id1, `{"outcome":"approve","context_identity":"ident-1"}`, 409, "approval_already_decided"},
 		{"reject null identity", id2, `{"outcome":"reject","context_identity":null}`, 200, ""},
 	}
@@ -321,14 +320,14 @@ func TestParseDecision(t *testing.T) {
 		body, code, param string
 		want              decisionBody
 	}{
-		{body: `{"outcome":"approve","context_identity":"a"}`, want: decisionBody{Outcome: "approve", ContextIdentity: sp("a")}},
-		{body: `{"context_identity":null,"outcome":"reject","note":"why"}`, want: decisionBody{Outcome: "reject", Note: "why"}},
-		{body: `{"outcome":"approve","context_identity":"","note":null}`, want: decisionBody{Outcome: "approve", ContextIdentity: sp("")}},
+		{body: `{"outcome":"approve","context_identity":"a"}`, want: decisionBody{Outcome: "approve", ContextIdentity: sp("a"), Echoed: true}},
+		{body: `{"context_identity":null,"outcome":"reject","note":"why"}`, want: decisionBody{Outcome: "reject", Note: "why", Echoed: true}},
+		{body: `{"outcome":"approve","context_identity":"","note":null}`, want: decisionBody{Outcome: "approve", ContextIdentity: sp(""), Echoed: true}},
+		{body: `{"outcome":"approve"}`, want: decisionBody{Outcome: "approve"}},
 		{body: ``, code: "invalid_json"},
 		{body: `[]`, code: "invalid_body"},
 		{body: `"approve"`, code: "invalid_body"},
 		{body: `{}`, code: "missing_outcome", param: "outcome"},
-		{body: `{"outcome":"approve"}`, code: "missing_context_identity", param: "context_identity"},
 		{body: `{"outcome":"unresolved","context_identity":null}`, code: "invalid_outcome", param: "outcome"},
 		{body: `{"outcome":1,"context_identity":null}`, code: "invalid_outcome", param: "outcome"},
 		{body: `{"outcome":"approve","context_identity":5}`, code: "invalid_context_identity", param: "context_identity"},
@@ -344,7 +343,7 @@ func TestParseDecision(t *testing.T) {
 				t.Errorf("%s: %v", tt.body, err)
 				continue
 			}
-			if d.Outcome != tt.want.Outcome || d.Note != tt.want.Note || !sameIdentity(d.ContextIdentity, tt.want.ContextIdentity) {
+			if d.Outcome != tt.want.Outcome || d.Note != tt.want.Note || d.Echoed != tt.want.Echoed || !sameIdentity(d.ContextIdentity, tt.want.ContextIdentity) {
 				t.Errorf("%s: got %+v", tt.body, d)
 			}
 			continue
