@@ -590,6 +590,13 @@ func checkChatRequest(body []byte) string {
 	if !root.IsObject() {
 		return "request body must be a JSON object"
 	}
+	// gjson reads the first of two equal member names and the upstream
+	// most likely the last, so a duplicate would let the model act on a
+	// value no point judged; the same check rejects what a context could
+	// not carry (bad UTF-8, lone surrogates, overflowing numbers, depth).
+	if err := points.CheckEncoding(body, 0); err != nil {
+		return "request body is not acceptable JSON: " + err.Error()
+	}
 	msgs := root.Get("messages")
 	if !msgs.Exists() {
 		return "missing required parameter: 'messages'"

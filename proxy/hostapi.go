@@ -50,6 +50,10 @@ func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, 
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body must be a JSON object", "invalid_request")
 		return gjson.Result{}, false
 	}
+	if err := points.CheckEncoding(b, 0); err != nil { // duplicates, as checkChatRequest
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not acceptable JSON: "+err.Error(), "invalid_request")
+		return gjson.Result{}, false
+	}
 	return gjson.ParseBytes(b), true
 }
 

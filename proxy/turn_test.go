@@ -211,3 +211,23 @@ func TestReusedSessionIDKeepsSequencesIncreasing(t *testing.T) {
 		}
 	}
 }
+
+func TestDuplicateMemberNamesAreRefused(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	var roles []string
+	p := newProxy(t, up.URL, inputGuard(&roles))
+	for _, body := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[{"role":"user","content":"deny-in"}]}`,
+		`{"model":"m","model":"other","messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","n":1,"n":2,"messages":[{"role":"user","content":"hi"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi","content":"deny-in"}]}`,
+	} {
+		r, b := post(t, p.URL, body)
+		if r.StatusCode != 400 || gjson.GetBytes(b, "error.type").Str != "invalid_request_error" {
+			t.Fatalf("%s: %d %s", body, r.StatusCode, b)
+		}
+	}
+	if len(got()) != 0 {
+		t.Fatal("a refused request reached the upstream")
+	}
+}
