@@ -238,6 +238,25 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 					completion, modified = out, true
 				}
 			}
+			// Text the model sends beside its tool calls reaches the
+			// caller as much as a final answer does, so it passes output
+			// too: no released byte of model text skips that point.
+			if cv := viewCompletion(completion); hasText(cv.answerText()) {
+				text := cv.answerText()
+				res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(text)+16), text), rn.buffer)
+				if !res.Proceed {
+					rn.blocked(res)
+					return
+				}
+				if res.Transformed {
+					var err error
+					if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
+						rn.failClosed(points.OutputEvent(nil), "output write-back failed")
+						return
+					}
+					modified = true
+				}
+			}
 		} else {
 			// output: the turn's final answer.
 			answer := t.view.answerText()
@@ -674,6 +693,12 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }
+
+// hasText reports whether an answer text (JSON) is a non-empty string.
+func hasText(text []byte) bool {
+	t := gjson.ParseBytes(text)
+	return t.Type == gjson.String && t.Str != ""
+}
 
 // requestID takes the client's X-Request-Id when it is a sane token, or
 // makes one, and echoes it on the response.

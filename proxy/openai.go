@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -336,7 +337,15 @@ func toolCallIDsIn(body []byte) []string {
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // setAnswerText writes a verdicted text back where answerText read it.
+// errAnswerShape: a transform left the answer text neither a string nor null.
+var errAnswerShape = errors.New("proxy: answer text must be a string or null")
+
 func setAnswerText(completion, text []byte) ([]byte, error) {
+	// A chat message's content (or refusal) is a string or null; any
+	// other verdicted value has no chat.completion form to be sent in.
+	if t := gjson.ParseBytes(text); t.Type != gjson.String && t.Type != gjson.Null {
+		return nil, errAnswerShape
+	}
 	v := viewCompletion(completion)
 	if v.refusalAnswer() {
 		return sjson.SetRawBytes(completion, "choices.0.message.refusal", text)

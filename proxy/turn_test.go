@@ -231,3 +231,76 @@ func TestDuplicateMemberNamesAreRefused(t *testing.T) {
 		t.Fatal("a refused request reached the upstream")
 	}
 }
+
+// textAndCall is a completion with text beside one tool call.
+const textAndCall = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Here is the secret plan.","tool_calls":[` +
+	`{"id":"call_w","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+
+func TestTextBesideToolCallsPassesOutput(t *testing.T) {
+	guard := func(v points.Verdict) points.Binding {
+		return points.Binding{Name: "egress", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+			if c.Point() == points.Output && strings.Contains(c.Get("output.content").Str, "secret") {
+				return v, nil
+			}
+			return points.Allow(), nil
+		})}
+	}
+	t.Run("deny", func(t *testing.T) {
+		up, _ := seqUpstream(t, textAndCall)
+		p := seamProxy(t, up.URL, guard(points.Deny("secret_in_output", "")))
+		r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+		if r.StatusCode != 403 || strings.Contains(string(b), "secret plan") || gjson.GetBytes(b, "error.code").Str != "secret_in_output" {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+	})
+	t.Run("transform", func(t *testing.T) {
+		up, _ := seqUpstream(t, textAndCall)
+		p := seamProxy(t, up.URL, guard(points.Replace("$target.content", []byte(`"[redacted]"`))))
+		r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+		if r.StatusCode != 200 || gjson.GetBytes(b, "choices.0.message.content").Str != "[redacted]" ||
+			gjson.GetBytes(b, "choices.0.message.tool_calls.0.id").Str != "call_w" {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+		want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "pre_tool_call", "output"}
+		if g := points_(p.sink); !slices.Equal(g, want) {
+			t.Fatalf("points %v, want %v", g, want)
+		}
+	})
+	t.Run("no text, no output", func(t *testing.T) {
+		up, _ := seqUpstream(t, twoCalls("a", "b"))
+		p := seamProxy(t, up.URL, allowAll())
+		if r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`); r.StatusCode != 200 {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+		if n := count(p.sink, points.Output); n != 0 {
+			t.Fatalf("%d output records for a response without text", n)
+		}
+	})
+}
+
+func TestOutputTransformMustLeaveText(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		up, _ := seqUpstream(t, plainCompletion)
+		if stream {
+			up, _ = usageUpstream(t)
+		}
+		p := newProxy(t, up.URL, points.Binding{Name: "x", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+			if c.Point() == points.Output {
+				return points.Replace("$target.content", []byte(`{"a":1}`)), nil
+			}
+			return points.Allow(), nil
+		})})
+		body := hello
+		if stream {
+			body = helloStream
+		}
+		r, b := post(t, p.URL, body)
+		if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != "host_error:transform_invalid" ||
+			gjson.GetBytes(b, "error.agent_hooks.interception_point").Str != "output" {
+			t.Fatalf("stream=%v: %d %s", stream, r.StatusCode, b)
+		}
+		if n := count(p.sink, points.PostModelCall); n != 1 {
+			t.Fatalf("%d post_model_call records", n)
+		}
+	}
+}
