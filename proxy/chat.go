@@ -197,6 +197,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		body = b
 	}
 	for turn := 0; ; turn++ {
+		if turn > 0 && ctx.Err() != nil {
+			// The client left while the proxy was deciding tool calls: no
+			// model call on its behalf, and the run ends as cancelled.
+			rn.end("cancelled", false)
+			return
+		}
 		t, ok := rn.modelTurn(ctx, body)
 		if !ok {
 			return
@@ -358,6 +364,15 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		return turn{}, false
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		// Not followed, and not passed on either: a client following its
+		// Location would send the prompt to another host unmediated.
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+		failed()
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect")
+		rn.end("error", false)
+		return turn{}, false
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.

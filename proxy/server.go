@@ -158,7 +158,11 @@ func New(opts Options) *Server {
 			DisableCompression:    true, // we strip Accept-Encoding and read identity bodies
 		}
 	}
-	s := &Server{opts: opts, client: &http.Client{Transport: tr}, log: opts.Logger}
+	// A redirect is answered as the upstream's (a 3xx passes through like
+	// any non-2xx): following it would send the prompt, and the configured
+	// key, to wherever the upstream points.
+	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
 	s.emitter.Store(opts.Emitter)
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
 	s.sessions.gauge = opts.Metrics.ActiveSessions

@@ -68,11 +68,21 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 }
 
 // copyHeaders copies response headers minus hop-by-hop and framing ones.
+// The upstream's X-Request-Id becomes X-Upstream-Request-Id: the response
+// already carries hooksproxy's (the one on its records), and two values
+// under one name reach clients joined as one string.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		switch http.CanonicalHeaderKey(k) {
 		case "Content-Length", "Content-Encoding":
 			continue
+		case "X-Request-Id":
+			if dst.Get("X-Request-Id") != "" {
+				for _, v := range vs {
+					dst.Add("X-Upstream-Request-Id", v)
+				}
+				continue
+			}
 		}
 		for _, v := range vs {
 			dst.Add(k, v)

@@ -123,3 +123,39 @@ func TestFailedModelCallHasItsPostModelCall(t *testing.T) {
 		})
 	}
 }
+
+func TestUpstreamHeadersAndRedirects(t *testing.T) {
+	var mu sync.Mutex
+	hits := map[string]int{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if r.URL.Path == "/v1/chat/completions" && strings.Contains(r.URL.RawQuery, "go=away") {
+			http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+			return
+		}
+		w.Header().Set("X-Request-Id", "req_upstream_1")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, plainCompletion)
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, hello)
+	if r.StatusCode != 200 || len(r.Header.Values("X-Request-Id")) != 1 || !strings.HasPrefix(r.Header.Get("X-Request-Id"), "hpr_") ||
+		r.Header.Get("X-Upstream-Request-Id") != "req_upstream_1" {
+		t.Fatalf("%d %v %s", r.StatusCode, r.Header, b)
+	}
+	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions?go=away", strings.NewReader(hello))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultTransport.RoundTrip(req) // the test client must not follow either
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Location") != "" || hits["/elsewhere"] != 0 {
+		t.Fatalf("status %d, redirect target hit %d times", resp.StatusCode, hits["/elsewhere"])
+	}
+}
