@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -323,7 +325,8 @@ type ReplayOptions struct {
 
 // WriteOriginal writes the buffered upstream events one for one, in
 // canonical SSE framing (LF line ends, one data line per line of data),
-// with the original data bytes. Comments are not replayed.
+// with the original data bytes, except that a JSON payload spread over
+// several data lines is compacted onto one. Comments are not replayed.
 func (s *ChatStream) WriteOriginal(w io.Writer) error {
 	return s.Replay(w, ReplayOptions{})
 }
@@ -332,6 +335,7 @@ func (s *ChatStream) WriteOriginal(w io.Writer) error {
 func (s *ChatStream) Replay(w io.Writer, opts ReplayOptions) error {
 	sw := sse.NewWriter(w)
 	var prev, cur []byte // each event is rebuilt from the one before
+	var compacted bytes.Buffer
 	for _, e := range s.events {
 		cur = append(cur[:0], prev[:e.pre]...)
 		cur = append(cur, s.data[e.off:e.off+e.mid]...)
@@ -341,6 +345,16 @@ func (s *ChatStream) Replay(w io.Writer, opts ReplayOptions) error {
 			continue
 		}
 		ev := sse.Event{Data: prev}
+		if bytes.IndexByte(prev, '\n') >= 0 {
+			// A JSON payload the upstream spread over several data lines
+			// goes out as one: langchaingo parses each data line on its
+			// own (CLIENTS-AND-SSE C3). Raw newlines in JSON can only be
+			// whitespace, so compacting changes no value.
+			compacted.Reset()
+			if json.Compact(&compacted, prev) == nil {
+				ev.Data = compacted.Bytes()
+			}
+		}
 		if e.meta >= 0 {
 			m := &s.meta[e.meta]
 			ev.Type, ev.ID, ev.HasID, ev.Retry, ev.HasRetry = m.typ, m.id, m.hasID, m.retry, m.hasRetry

@@ -297,6 +297,13 @@ func TestChatStreamWriteOriginal(t *testing.T) {
 	for _, sc := range csStreamCases {
 		raw := csLoadStream(t, sc.path)
 		want := csReadEvents(t, bytes.NewReader(raw))
+		for i := range want {
+			// A JSON payload over several data lines is replayed on one.
+			var c bytes.Buffer
+			if bytes.IndexByte(want[i].Data, '\n') >= 0 && json.Compact(&c, want[i].Data) == nil {
+				want[i].Data = c.Bytes()
+			}
+		}
 		for _, ch := range csChunkings {
 			t.Run(sc.name+"/"+ch.name, func(t *testing.T) {
 				t.Parallel()

@@ -159,3 +159,22 @@ func TestUpstreamHeadersAndRedirects(t *testing.T) {
 		t.Fatalf("status %d, redirect target hit %d times", resp.StatusCode, hits["/elsewhere"])
 	}
 }
+
+func TestMultiLineJSONEventIsReplayedOnOneLine(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\n"+
+			"data: \"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello world\"},\"finish_reason\":\"stop\"}]}\n\n"+
+			"data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, helloStream)
+	if r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n\n")
+	if len(lines) != 2 || strings.Count(lines[0], "data:") != 1 || gjson.Get(strings.TrimPrefix(lines[0], "data: "), "choices.0.delta.content").Str != "Hello world" {
+		t.Fatalf("released:\n%s", b)
+	}
+}
