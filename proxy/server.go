@@ -255,7 +255,18 @@ func (s *Server) routes() chi.Router {
 		writeError(w, http.StatusNotFound, "invalid_request_error",
 			"hooksproxy does not mediate "+r.Method+" "+r.URL.Path+"; it is refused so nothing reaches the model unmediated", "not_found")
 	})
+	mux := r
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		// RFC 9110 §15.5.6: a 405 lists the methods the path does take.
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+		}
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", "method "+r.Method+" not allowed on "+r.URL.Path, "method_not_allowed")
 	})
 	return r

@@ -178,3 +178,15 @@ func TestMultiLineJSONEventIsReplayedOnOneLine(t *testing.T) {
 		t.Fatalf("released:\n%s", b)
 	}
 }
+
+func TestMethodNotAllowedListsAllow(t *testing.T) {
+	p := newProxy(t, "http://127.0.0.1:1", allowAll())
+	resp, err := http.Get(p.URL + "/v1/chat/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST" {
+		t.Fatalf("%d Allow=%q", resp.StatusCode, resp.Header.Get("Allow"))
+	}
+}
