@@ -123,9 +123,8 @@ func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 	if b.reason == "" {
 		b.reason = "budget_exceeded"
 	}
-	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
-		return nil, err
-	}
+	var ps problems
+	ps.add(checkReason(configRoot+".reason", c.Reason))
 	switch c.Scope {
 	case "", scopeSession:
 		b.session = true
@@ -134,40 +133,40 @@ func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 	case scopeBoth:
 		b.session, b.agent = true, true
 	default:
-		return nil, cfgErr(configRoot+".scope", "must be session, agent or both")
+		ps.add(cfgErr(configRoot+".scope", "must be session, agent or both"))
 	}
-	add := func(key string, v *int64, at points.Point, next int64, used func(*counters) int64) error {
+	limits := 0
+	add := func(key string, v *int64, at points.Point, next int64, used func(*counters) int64) {
 		if v == nil {
-			return nil
+			return
 		}
+		limits++
 		if *v < 0 {
-			return cfgErr(configRoot+"."+key, "must be >= 0")
+			ps.add(cfgErr(configRoot+"."+key, "must be >= 0"))
+			return
 		}
 		b.limits = append(b.limits, limit{name: key, max: *v, used: used, at: at, next: next})
-		return nil
 	}
-	for _, err := range []error{
-		add("max_model_calls", c.MaxModelCalls, points.PreModelCall, 1, func(c *counters) int64 { return c.modelCalls }),
-		add("max_tool_calls", c.MaxToolCalls, points.PreToolCall, 1, func(c *counters) int64 { return c.toolCalls }),
-		// Token limits stop the next model call once reached: the call that
-		// crosses a limit has already been paid for.
-		add("max_prompt_tokens", c.MaxPromptTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt }),
-		add("max_completion_tokens", c.MaxCompletionTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.completion }),
-		add("max_total_tokens", c.MaxTotalTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt + c.completion }),
-	} {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(b.limits) == 0 && b.maxElapsed == 0 {
-		return nil, cfgErr(configRoot, "needs at least one max_* limit")
+	add("max_model_calls", c.MaxModelCalls, points.PreModelCall, 1, func(c *counters) int64 { return c.modelCalls })
+	add("max_tool_calls", c.MaxToolCalls, points.PreToolCall, 1, func(c *counters) int64 { return c.toolCalls })
+	// Token limits stop the next model call once reached: the call that
+	// crosses a limit has already been paid for.
+	add("max_prompt_tokens", c.MaxPromptTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt })
+	add("max_completion_tokens", c.MaxCompletionTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.completion })
+	add("max_total_tokens", c.MaxTotalTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt + c.completion })
+	if limits == 0 && b.maxElapsed == 0 {
+		ps.add(cfgErr(configRoot, "needs at least one max_* limit"))
 	}
 	capacity := int64(DefaultBudgetMaxSessions)
 	if c.MaxSessions != nil {
 		if *c.MaxSessions < 1 {
-			return nil, cfgErr(configRoot+".max_sessions", "must be >= 1")
+			ps.add(cfgErr(configRoot+".max_sessions", "must be >= 1"))
+		} else {
+			capacity = *c.MaxSessions
 		}
-		capacity = *c.MaxSessions
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	b.sessions = newLRU(int(capacity))
 	b.agents = newLRU(int(capacity))

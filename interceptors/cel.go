@@ -49,15 +49,17 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	if err := decodeConfig(config, &c); err != nil {
 		return nil, err
 	}
+	var ps problems
 	if len(c.Rules) == 0 {
-		return nil, cfgErr(configRoot+".rules", "needs at least one rule")
+		ps.add(cfgErr(configRoot+".rules", "needs at least one rule"))
 	}
 	cost := uint64(DefaultCELCostLimit)
 	if c.CostLimit != nil {
 		if *c.CostLimit < 1 {
-			return nil, cfgErr(configRoot+".cost_limit", "must be >= 1")
+			ps.add(cfgErr(configRoot+".cost_limit", "must be >= 1"))
+		} else {
+			cost = uint64(*c.CostLimit)
 		}
-		cost = uint64(*c.CostLimit)
 	}
 	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
 	if err != nil {
@@ -66,24 +68,34 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	out := &CEL{def: c.Default}
 	for i, rc := range c.Rules {
 		at := indexPath(configRoot+".rules", i)
-		if strings.TrimSpace(rc.When) == "" {
-			return nil, cfgErr(at+".when", "required")
+		noWhen := strings.TrimSpace(rc.When) == ""
+		if noWhen {
+			ps.add(cfgErr(at+".when", "required"))
 		}
 		if !rc.Verdict.set {
-			return nil, cfgErr(at+".verdict", "required")
+			ps.add(cfgErr(at+".verdict", "required"))
+		}
+		if noWhen {
+			continue
 		}
 		ast, iss := env.Compile(rc.When)
 		if iss != nil && iss.Err() != nil {
-			return nil, &ConfigError{Path: at + ".when", Msg: celIssues(iss), Err: iss.Err()}
+			ps.add(&ConfigError{Path: at + ".when", Msg: celIssues(iss), Err: iss.Err()})
+			continue
 		}
 		if t := ast.OutputType(); !t.IsExactType(cel.BoolType) && !t.IsExactType(cel.DynType) {
-			return nil, cfgErr(at+".when", "must be a bool expression, not %s", t)
+			ps.add(cfgErr(at+".when", "must be a bool expression, not %s", t))
+			continue
 		}
 		prg, err := env.Program(ast, cel.CostLimit(cost), cel.InterruptCheckFrequency(100))
 		if err != nil {
-			return nil, &ConfigError{Path: at + ".when", Msg: "cannot build program", Err: err}
+			ps.add(&ConfigError{Path: at + ".when", Msg: "cannot build program", Err: err})
+			continue
 		}
 		out.rules = append(out.rules, celRule{prg: prg, verdict: rc.Verdict})
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -27,6 +28,10 @@ func TestBadConfigs(t *testing.T) {
 		{KindRules, `{"rules":[{"match":{"tool_call.name":{"regex":"("}},"return":{"decision":"deny"}}]}`, "config.rules[0].match[\"tool_call.name\"].regex"},
 		{KindRules, `{"rules":[{"match":{"a[x]":1},"return":{"decision":"deny"}}]}`, `config.rules[0].match["a[x]"]`},
 		{KindRules, `{"rules":[{"return":{"decision":"allow"}}],"default":{"decision":"nope"}}`, "config.default"},
+		{KindRules, `{"rules":[{"match":{"input.content":{"regex":"(?i)danger","flags":"i"}},"return":{"decision":"deny"}}]}`, `config.rules[0].match["input.content"].flags`},
+		{KindRules, `{"rules":[{"match":{"input.content":{"equals":"x","regex":"y"}},"return":{"decision":"deny"}}]}`, `config.rules[0].match["input.content"].regex`},
+		{KindRules, `{"rules":[{"match":{"input..content":"x"},"return":{"decision":"deny"}}]}`, `config.rules[0].match["input..content"]`},
+		{KindRules, `{"rules":[{"match":{"input.content ":"x"},"return":{"decision":"deny"}}]}`, `config.rules[0].match["input.content "]`},
 		{KindRules, `{"rules":[],"rules":[]}`, "config.rules"},
 
 		{KindContent, `{}`, "config"},
@@ -92,6 +97,11 @@ func TestBadConfigs(t *testing.T) {
 		{KindWebhook, `{"url":"http://h/","headers_from_env":{"Bad Header":"X"}}`, `config.headers_from_env["Bad Header"]`},
 		{KindWebhook, `{"url":"http://h/","headers_from_env":{"Authorization":"UNSET_VAR"}}`, "config.headers_from_env.Authorization"},
 		{KindWebhook, `{"url":"http://h/","method":"GET"}`, "config.method"},
+		{KindWebhook, `{"url":"http://h/","verdict_path":"a[["}`, "config.verdict_path"},
+		{KindWebhook, `{"url":"http://h/","verdict_path":"result..x"}`, "config.verdict_path"},
+		{KindWebhook, `{"url":"http://h/","input_key":"a[["}`, "config.input_key"},
+		{KindWebhook, `{"url":"http://h/","input_key":"input[0]"}`, "config.input_key"},
+		{KindWebhook, `{"url":"http://h/","input_key":"my input"}`, "config.input_key"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind+" "+tt.config, func(t *testing.T) {
@@ -129,5 +139,65 @@ func TestBuiltinsComplete(t *testing.T) {
 		if k.Name != want[i] || k.Doc == "" || k.New == nil {
 			t.Errorf("kind %d = %+v", i, k)
 		}
+	}
+}
+
+// configErrorPaths lists the path of every *ConfigError in err, in order.
+func configErrorPaths(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(e error) {
+		if ce, ok := e.(*ConfigError); ok {
+			out = append(out, ce.Path)
+			return
+		}
+		if m, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range m.Unwrap() {
+				walk(x)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+// TestConfigReportsEveryProblem: a kind reports every problem it can find
+// independently in one load, each at its own path, rather than the first.
+func TestConfigReportsEveryProblem(t *testing.T) {
+	tests := []struct {
+		kind, config string
+		paths        []string
+	}{
+		{KindAllowAll, `{"x":1,"y":2}`, []string{"config.x", "config.y"}},
+		{KindContent, `{"deny":["ok","(a","[b"],"redact":["(c"],"packs":{"secrets":"block","pii":"nope"}}`,
+			[]string{"config.deny[1]", "config.deny[2]", "config.redact[0]", "config.packs.pii", "config.packs.secrets"}},
+		{KindContent, `{"deny":[7,"x",{"regex":"y","flags":"i"}],"bogus":1}`, []string{"config.deny[0]", "config.deny[2].flags", "config.bogus"}},
+		{KindContent, `{"deny":["x"],"reason":"host_error:a","reasons":{"warn":"host_error:b"}}`, []string{"config.reason", "config.reasons.warn"}},
+		{KindTools, `{"deny":["[a-","ok","x\\"],"escalate":["[z"],"args":[{"path":"url","regex":"("},{"regex":"a"}]}`,
+			[]string{"config.deny[0]", "config.deny[2]", "config.escalate[0]", "config.args[0].regex", "config.args[1].path"}},
+		{KindTools, `{"egress":{"allow_domains":["https://x.com/","ok.com","a b"]}}`, []string{"config.egress.allow_domains[0]", "config.egress.allow_domains[2]"}},
+		{KindModels, `{"allow":["gpt-[4","ok","[x"],"deny":["[y"]}`, []string{"config.allow[0]", "config.allow[2]", "config.deny[0]"}},
+		{KindCEL, `{"rules":[{"when":"ctx.a ==","verdict":{"decision":"allow"}},{"when":"true","verdict":{"decision":"allow"}},{"when":"1 + 2","verdict":{"decision":"allow"}},{"verdict":{"decision":"allow"}}]}`,
+			[]string{"config.rules[0].when", "config.rules[2].when", "config.rules[3].when"}},
+		{KindRules, `{"rules":[{"match":{"a":{"regex":"("},"b":{"regex":"["},"c..d":1},"return":{"decision":"deny"}},{"match":{"x":{"regex":"y","flags":"i"}},"return":{"decision":"nope"}}]}`,
+			[]string{`config.rules[0].match.a.regex`, `config.rules[0].match.b.regex`, `config.rules[0].match["c..d"]`, "config.rules[1].match.x.flags", "config.rules[1].return"}},
+		{KindRules, `{"rules":[{"at":"input"},{"at":"output"}]}`, []string{"config.rules[0].return", "config.rules[1].return"}},
+		{KindBudget, `{"max_model_calls":-1,"max_tool_calls":-2,"scope":"tenant"}`, []string{"config.scope", "config.max_model_calls", "config.max_tool_calls"}},
+		{KindWebhook, `{"verdict_path":"a[[","input_key":"x y","headers_from_env":{"Bad Header":"X","Authorization":"UNSET"}}`,
+			[]string{"config.url", "config.input_key", "config.verdict_path", "config.headers_from_env.Authorization", `config.headers_from_env["Bad Header"]`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind+" "+tt.config, func(t *testing.T) {
+			_, err := kind(t, tt.kind).New("b1", []byte(tt.config), Env{})
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if got := configErrorPaths(err); !slices.Equal(got, tt.paths) {
+				t.Fatalf("paths %q, want %q\n%v", got, tt.paths, err)
+			}
+			if strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), tt.paths[0]+": ") {
+				t.Errorf("message %q is not one line starting with the first path", err)
+			}
+		})
 	}
 }

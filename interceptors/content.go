@@ -134,44 +134,44 @@ func compileContent(config []byte) (*contentRules, error) {
 	if c.Mask != nil {
 		cr.mask = *c.Mask
 	}
-	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
-		return nil, err
-	}
+	var ps problems
+	ps.add(checkReason(configRoot+".reason", c.Reason))
 	lists := map[string][]patternConfig{actDeny: c.Deny, actRedact: c.Redact, actEscalate: c.Escalate, actWarn: c.Warn}
 	total := 0
 	for _, act := range []string{actDeny, actEscalate, actRedact, actWarn} {
 		reason, err := pickReason(configRoot+".reasons."+act, c.Reasons.get(act), c.Reason, contentDefaultReason(act))
-		if err != nil {
-			return nil, err
-		}
+		ps.add(err)
 		cr.reasons[act] = reason
 		cr.messages[act] = firstNonEmpty(c.Messages.get(act), c.Message)
 		for i, pc := range lists[act] {
+			total++
 			at := indexPath(configRoot+"."+act, i)
 			re, err := compileRegex(at, pc.expr)
 			if err != nil {
-				return nil, err
+				ps.add(err)
+				continue
 			}
 			if re.MatchString("") {
-				return nil, cfgErr(at, "regex matches the empty string")
+				ps.add(cfgErr(at, "regex matches the empty string"))
+				continue
 			}
 			name := pc.name
 			if name == "" {
 				name = fmt.Sprintf("%s_%d", act, i)
 			}
 			cr.groups[act] = append(cr.groups[act], newPattern(name, re, nil))
-			total++
 		}
 	}
 	for _, pack := range sortedKeys(c.Packs) {
 		at := memberPath(configRoot+".packs", pack)
 		if !slices.Contains(packNames(), pack) {
-			return nil, cfgErr(at, "unknown pack (known: %s)", strings.Join(packNames(), ", "))
+			ps.add(cfgErr(at, "unknown pack (known: %s)", strings.Join(packNames(), ", ")))
+			continue
 		}
 		switch c.Packs[pack] {
 		case actDeny, actRedact, actEscalate, actWarn:
 		default:
-			return nil, cfgErr(at, "action must be deny, redact, escalate or warn")
+			ps.add(cfgErr(at, "action must be deny, redact, escalate or warn"))
 		}
 	}
 	for _, pack := range packNames() { // secrets before pii: the more specific names win ties
@@ -182,7 +182,10 @@ func compileContent(config []byte) (*contentRules, error) {
 		}
 	}
 	if total == 0 {
-		return nil, cfgErr(configRoot, "needs at least one pattern under deny, redact, escalate or warn, or a pack")
+		ps.add(cfgErr(configRoot, "needs at least one pattern under deny, redact, escalate or warn, or a pack"))
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return cr, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,6 +28,56 @@ func (e *ConfigError) Error() string { return e.Path + ": " + e.Msg }
 // Unwrap returns the underlying cause, if any.
 func (e *ConfigError) Unwrap() error { return e.Err }
 
+// MemberPath returns Path, so a loader can point at the offending member's
+// line without knowing this package.
+func (e *ConfigError) MemberPath() string { return e.Path }
+
+// configErrors is every problem a kind found in one config: its message
+// lists them on one line, and errors.As and errors.Is see each of them.
+type configErrors []error
+
+// Error renders the problems separated by "; ".
+func (es configErrors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems.
+func (es configErrors) Unwrap() []error { return es }
+
+// problems collects a kind's independent config errors, so one load
+// reports all of them.
+type problems []error
+
+// add records err when it is not nil, flattening a configErrors.
+func (ps *problems) add(err error) {
+	if err == nil {
+		return
+	}
+	if es, ok := err.(configErrors); ok {
+		*ps = append(*ps, es...)
+		return
+	}
+	*ps = append(*ps, err)
+}
+
+// err is nil, the one problem, or all of them as one error.
+func (ps problems) err() error {
+	switch len(ps) {
+	case 0:
+		return nil
+	case 1:
+		return ps[0]
+	}
+	return configErrors(slices.Clone(ps))
+}
+
 func cfgErr(path, format string, args ...any) *ConfigError {
 	return &ConfigError{Path: path, Msg: fmt.Sprintf(format, args...)}
 }
@@ -44,7 +95,8 @@ var fieldDecoderType = reflect.TypeFor[fieldDecoder]()
 
 // decodeConfig decodes a kind's JSON config strictly into v (a pointer to
 // a struct): unknown and duplicate keys and type mismatches are errors
-// naming their path. nil, empty or null config decodes as {}.
+// naming their path, every one of them reported (see problems). nil, empty
+// or null config decodes as {}.
 func decodeConfig(raw []byte, v any) error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -164,58 +216,57 @@ func decodeValue(path string, r gjson.Result, v reflect.Value) error {
 		}
 		items := r.Array()
 		s := reflect.MakeSlice(v.Type(), len(items), len(items))
+		var ps problems
 		for i, item := range items {
-			if err := decodeValue(indexPath(path, i), item, s.Index(i)); err != nil {
-				return err
-			}
+			ps.add(decodeValue(indexPath(path, i), item, s.Index(i)))
 		}
 		v.Set(s)
+		return ps.err()
 	case reflect.Map:
 		if !r.IsObject() {
 			return cfgErr(path, "must be an object, not %s", typeName(r))
 		}
 		m := reflect.MakeMap(v.Type())
-		var err error
+		var ps problems
 		r.ForEach(func(k, item gjson.Result) bool {
 			p := memberPath(path, k.Str)
 			if m.MapIndex(reflect.ValueOf(k.Str)).IsValid() {
-				err = cfgErr(p, "duplicate key")
-				return false
+				ps.add(cfgErr(p, "duplicate key"))
+				return true
 			}
 			ev := reflect.New(v.Type().Elem()).Elem()
-			if err = decodeValue(p, item, ev); err != nil {
-				return false
+			if err := decodeValue(p, item, ev); err != nil {
+				ps.add(err)
+				return true
 			}
 			m.SetMapIndex(reflect.ValueOf(k.Str), ev)
 			return true
 		})
-		if err != nil {
-			return err
-		}
 		v.Set(m)
+		return ps.err()
 	case reflect.Struct:
 		if !r.IsObject() {
 			return cfgErr(path, "must be an object, not %s", typeName(r))
 		}
 		fields := fieldsOf(v.Type())
 		seen := map[string]bool{}
-		var err error
+		var ps problems
 		r.ForEach(func(k, item gjson.Result) bool {
 			p := memberPath(path, k.Str)
 			if seen[k.Str] {
-				err = cfgErr(p, "duplicate key")
-				return false
+				ps.add(cfgErr(p, "duplicate key"))
+				return true
 			}
 			seen[k.Str] = true
 			i, ok := fields[k.Str]
 			if !ok {
-				err = cfgErr(p, "unknown key")
-				return false
+				ps.add(cfgErr(p, "unknown key (known: %s)", strings.Join(sortedKeys(fields), ", ")))
+				return true
 			}
-			err = decodeValue(p, item, v.Field(i))
-			return err == nil
+			ps.add(decodeValue(p, item, v.Field(i)))
+			return true
 		})
-		return err
+		return ps.err()
 	default:
 		return cfgErr(path, "unsupported config type %s", v.Type())
 	}

@@ -60,12 +60,17 @@ type globList []glob
 
 func compileGlobs(at string, patterns []string) (globList, error) {
 	out := make(globList, 0, len(patterns))
+	var ps problems
 	for i, p := range patterns {
 		g, err := compileGlob(indexPath(at, i), p)
 		if err != nil {
-			return nil, err
+			ps.add(err)
+			continue
 		}
 		out = append(out, g)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

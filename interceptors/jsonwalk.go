@@ -27,44 +27,31 @@ type seg struct {
 	isIdx bool
 }
 
-// ctkPath is a CTK match path ("tool_call.args.url", "messages[0].content"):
-// "." separates members, "[n]" indexes arrays, empty segments are skipped
-// and "" is the root, as in the CTK reference engine.
+// ctkPath is a match path read against a whole JSON document
+// ("tool_call.args.url", "messages[0].content", "" for the root). Its
+// grammar is the spec's §5.2 path grammar after the root (points'
+// TargetPath): ".name" and ["name"] members (names of letters, digits, "_"
+// and "-"), "[n]" indexes, and a leading "." that may be left out. An
+// empty segment ("a..b"), an unclosed bracket or any other character is
+// refused, so a typo cannot make a rule silently never match.
 type ctkPath []seg
 
 func parseCTKPath(s string) (ctkPath, bool) {
+	full := points.TargetRoot
+	switch {
+	case s == "":
+	case s[0] == '[':
+		full += s
+	default:
+		full += "." + s
+	}
+	tp, err := points.ParseTargetPath(full)
+	if err != nil {
+		return nil, false
+	}
 	var out ctkPath
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		ch := byte('.')
-		if i < len(s) {
-			ch = s[i]
-		}
-		switch ch {
-		case '.':
-			if i > start {
-				out = append(out, seg{key: s[start:i]})
-			}
-			start = i + 1
-		case '[':
-			if i > start {
-				out = append(out, seg{key: s[start:i]})
-			}
-			end := strings.IndexByte(s[i:], ']')
-			if end < 0 {
-				return nil, false
-			}
-			end += i
-			n, err := strconv.ParseUint(s[i+1:end], 10, 31)
-			if err != nil {
-				return nil, false
-			}
-			out = append(out, seg{index: int(n), isIdx: true})
-			i = end
-			start = end + 1
-		case ']':
-			return nil, false
-		}
+	for _, ps := range tp.Segments() {
+		out = append(out, seg{key: ps.Member, index: ps.Index, isIdx: ps.IsIndex})
 	}
 	return out, true
 }

@@ -27,18 +27,18 @@ func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	if err := decodeConfig(config, &c); err != nil {
 		return nil, err
 	}
+	var ps problems
 	if c.Allow == nil && c.Deny == nil {
-		return nil, cfgErr(configRoot, "needs allow or deny")
+		ps.add(cfgErr(configRoot, "needs allow or deny"))
 	}
-	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
-		return nil, err
-	}
+	ps.add(checkReason(configRoot+".reason", c.Reason))
 	m := &Models{hasAllow: c.Allow != nil, reason: c.Reason, message: c.Message}
 	var err error
-	if m.allow, err = compileGlobs(configRoot+".allow", c.Allow); err != nil {
-		return nil, err
-	}
-	if m.deny, err = compileGlobs(configRoot+".deny", c.Deny); err != nil {
+	m.allow, err = compileGlobs(configRoot+".allow", c.Allow)
+	ps.add(err)
+	m.deny, err = compileGlobs(configRoot+".deny", c.Deny)
+	ps.add(err)
+	if err := ps.err(); err != nil {
 		return nil, err
 	}
 	return m, nil

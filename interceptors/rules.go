@@ -3,6 +3,8 @@ package interceptors
 import (
 	"context"
 	"regexp"
+	"slices"
+	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -17,14 +19,51 @@ type rulesConfig struct {
 }
 
 type ruleConfig struct {
-	At     pointSet           `json:"at"`
-	Match  map[string]matcher `json:"match"`
-	Return verdictSpec        `json:"return"`
+	At     pointSet    `json:"at"`
+	Match  matchSet    `json:"match"`
+	Return verdictSpec `json:"return"`
+}
+
+// matchSet is a rule's match object: path → matcher, every path parsed
+// and every matcher compiled at load, sorted by path text.
+type matchSet []predicate
+
+func (ms *matchSet) decodeField(path string, r gjson.Result) error {
+	if !r.IsObject() {
+		return cfgErr(path, "must be an object of path: matcher, not %s", typeName(r))
+	}
+	var ps problems
+	seen := map[string]bool{}
+	var out matchSet
+	r.ForEach(func(k, v gjson.Result) bool {
+		at := memberPath(path, k.Str)
+		if seen[k.Str] {
+			ps.add(cfgErr(at, "duplicate key"))
+			return true
+		}
+		seen[k.Str] = true
+		p, ok := parseCTKPath(k.Str)
+		if !ok {
+			ps.add(cfgErr(at, "invalid path (use a.b[0].c, names of letters, digits, _ and -)"))
+		}
+		var m matcher
+		ps.add(m.decodeField(at, v))
+		out = append(out, predicate{text: k.Str, path: p, m: m})
+		return true
+	})
+	if err := ps.err(); err != nil {
+		return err
+	}
+	slices.SortStableFunc(out, func(a, b predicate) int { return strings.Compare(a.text, b.text) })
+	*ms = out
+	return nil
 }
 
 // matcher is one match value: exact JSON, {regex: "..."} over a string, or
 // {equals: <json>} for an exact value that would otherwise read as an
-// operator.
+// operator. An object holding regex or equals is an operator and may hold
+// nothing else, so a typo such as {regex, flags} is an error rather than a
+// literal that never matches.
 type matcher struct {
 	re   *regexp.Regexp
 	want any
@@ -32,24 +71,38 @@ type matcher struct {
 
 func (m *matcher) decodeField(path string, r gjson.Result) error {
 	if r.IsObject() {
-		var keys []string
-		r.ForEach(func(k, _ gjson.Result) bool { keys = append(keys, k.Str); return true })
-		if len(keys) == 1 {
-			switch keys[0] {
-			case "regex":
-				pat := r.Get("regex")
-				if pat.Type != gjson.String {
-					return cfgErr(path+".regex", "must be a string")
-				}
-				re, err := compileRegex(path+".regex", pat.Str)
-				if err != nil {
-					return err
-				}
-				m.re = re
-				return nil
-			case "equals":
-				r = r.Get("equals")
+		op := ""
+		var extra []string
+		r.ForEach(func(k, _ gjson.Result) bool {
+			switch {
+			case op == "" && (k.Str == "regex" || k.Str == "equals"):
+				op = k.Str
+			default:
+				extra = append(extra, k.Str)
 			}
+			return true
+		})
+		if op != "" && len(extra) > 0 {
+			var ps problems
+			for _, k := range extra {
+				ps.add(cfgErr(memberPath(path, k), "unknown key: a {%s} matcher holds only %s (match a literal object with {equals: ...})", op, op))
+			}
+			return ps.err()
+		}
+		switch op {
+		case "regex":
+			pat := r.Get("regex")
+			if pat.Type != gjson.String {
+				return cfgErr(path+".regex", "must be a string")
+			}
+			re, err := compileRegex(path+".regex", pat.Str)
+			if err != nil {
+				return err
+			}
+			m.re = re
+			return nil
+		case "equals":
+			r = r.Get("equals")
 		}
 	}
 	v, ok := decodeJSON(r.Raw)
@@ -72,13 +125,14 @@ func (m matcher) matches(got gjson.Result) bool {
 }
 
 type predicate struct {
+	text string
 	path ctkPath
 	m    matcher
 }
 
 type rule struct {
 	at    pointSet
-	preds []predicate
+	preds matchSet
 	ret   verdictSpec
 }
 
@@ -97,20 +151,16 @@ func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		return nil, cfgErr(configRoot+".rules", "required")
 	}
 	out := &Rules{def: c.Default}
+	var ps problems
 	for i, rc := range c.Rules {
 		at := indexPath(configRoot+".rules", i)
 		if !rc.Return.set {
-			return nil, cfgErr(at+".return", "required")
+			ps.add(cfgErr(at+".return", "required"))
 		}
-		r := rule{at: rc.At, ret: rc.Return}
-		for _, k := range sortedKeys(rc.Match) {
-			p, ok := parseCTKPath(k)
-			if !ok {
-				return nil, cfgErr(memberPath(at+".match", k), "invalid path (use a.b[0].c)")
-			}
-			r.preds = append(r.preds, predicate{path: p, m: rc.Match[k]})
-		}
-		out.rules = append(out.rules, r)
+		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return})
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

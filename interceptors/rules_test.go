@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/hooksproxy/hooksproxy/points"
@@ -62,14 +63,28 @@ func TestRulesNoMatchNoDefault(t *testing.T) {
 	}
 }
 
+// TestCTKPath: match paths follow the §5.2 grammar after the root, so a
+// typo is refused rather than silently matching nothing.
 func TestCTKPath(t *testing.T) {
-	for _, bad := range []string{"a[", "a[x]", "a]", "a[-1]"} {
+	for _, bad := range []string{"a[", "a[x]", "a]", "a[-1]", "a..b", ".a", "a.", "a b", "a[[", `a["b"`, "a.b c", "$target.a"} {
 		if _, ok := parseCTKPath(bad); ok {
 			t.Errorf("parseCTKPath(%q) accepted", bad)
 		}
 	}
-	p, ok := parseCTKPath("a..b[2]")
-	if !ok || len(p) != 3 || p[2].index != 2 {
-		t.Errorf("parseCTKPath = %+v %v", p, ok)
+	tests := []struct {
+		in   string
+		want ctkPath
+	}{
+		{"", nil},
+		{"a", ctkPath{{key: "a"}}},
+		{"a.b[2]", ctkPath{{key: "a"}, {key: "b"}, {index: 2, isIdx: true}}},
+		{"[0].x", ctkPath{{index: 0, isIdx: true}, {key: "x"}}},
+		{`tool_call["args"].url`, ctkPath{{key: "tool_call"}, {key: "args"}, {key: "url"}}},
+	}
+	for _, tt := range tests {
+		got, ok := parseCTKPath(tt.in)
+		if !ok || !slices.Equal(got, tt.want) {
+			t.Errorf("parseCTKPath(%q) = %+v %v, want %+v", tt.in, got, ok, tt.want)
+		}
 	}
 }

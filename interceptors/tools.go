@@ -131,6 +131,7 @@ func (d domainRule) match(host string) bool {
 
 func compileDomains(at string, list []string) ([]domainRule, error) {
 	out := make([]domainRule, 0, len(list))
+	var ps problems
 	for i, e := range list {
 		p := indexPath(at, i)
 		e = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(e)), ".")
@@ -142,10 +143,14 @@ func compileDomains(at string, list []string) ([]domainRule, error) {
 			e, d.sub = e[1:], true
 		}
 		if e == "" || strings.ContainsAny(e, "*/@ \t?#") {
-			return nil, cfgErr(p, "must be a host name, *.domain or .domain")
+			ps.add(cfgErr(p, "must be a host name, *.domain or .domain"))
+			continue
 		}
 		d.host = e
 		out = append(out, d)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -171,24 +176,18 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		return nil, err
 	}
 	t := &Tools{hasAllow: c.Allow != nil}
+	var ps problems
 	var err error
-	if t.allow, err = compileGlobs(configRoot+".allow", c.Allow); err != nil {
-		return nil, err
-	}
-	if t.deny, err = compileGlobs(configRoot+".deny", c.Deny); err != nil {
-		return nil, err
-	}
-	if t.escalate, err = compileGlobs(configRoot+".escalate", c.Escalate); err != nil {
-		return nil, err
-	}
-	if err := checkReason(configRoot+".reason", c.Reason); err != nil {
-		return nil, err
-	}
+	t.allow, err = compileGlobs(configRoot+".allow", c.Allow)
+	ps.add(err)
+	t.deny, err = compileGlobs(configRoot+".deny", c.Deny)
+	ps.add(err)
+	t.escalate, err = compileGlobs(configRoot+".escalate", c.Escalate)
+	ps.add(err)
+	ps.add(checkReason(configRoot+".reason", c.Reason))
 	for o := toolEscalate; o <= toolDeny; o++ {
 		r, err := pickReason(configRoot+".reasons."+toolOutcomeName(o), c.Reasons.get(o), c.Reason, toolDefaultReason(o))
-		if err != nil {
-			return nil, err
-		}
+		ps.add(err)
 		t.reasons[o] = r
 		t.messages[o] = firstNonEmpty(c.Messages.get(o), c.Message)
 	}
@@ -199,48 +198,43 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			pat = "*"
 		}
 		g, err := compileGlob(at+".tool", pat)
-		if err != nil {
-			return nil, err
-		}
+		ps.add(err)
 		if ac.Path == "" {
-			return nil, cfgErr(at+".path", "required")
+			ps.add(cfgErr(at+".path", "required"))
 		}
 		if ac.Regex == nil && ac.NotRegex == nil {
-			return nil, cfgErr(at, "needs regex or not_regex")
+			ps.add(cfgErr(at, "needs regex or not_regex"))
 		}
-		if err := checkReason(at+".reason", ac.Reason); err != nil {
-			return nil, err
-		}
+		ps.add(checkReason(at+".reason", ac.Reason))
 		r := argRule{tool: g, path: ac.Path, multi: strings.Contains(ac.Path, "#"), required: ac.Required, reason: ac.Reason, message: ac.Message}
 		if ac.Regex != nil {
-			if r.re, err = compileRegex(at+".regex", *ac.Regex); err != nil {
-				return nil, err
-			}
+			r.re, err = compileRegex(at+".regex", *ac.Regex)
+			ps.add(err)
 		}
 		if ac.NotRegex != nil {
-			if r.notRe, err = compileRegex(at+".not_regex", *ac.NotRegex); err != nil {
-				return nil, err
-			}
+			r.notRe, err = compileRegex(at+".not_regex", *ac.NotRegex)
+			ps.add(err)
 		}
 		t.args = append(t.args, r)
 	}
 	if e := c.Egress; e != nil {
 		if e.AllowDomains == nil && e.DenyDomains == nil {
-			return nil, cfgErr(configRoot+".egress", "needs allow_domains or deny_domains")
+			ps.add(cfgErr(configRoot+".egress", "needs allow_domains or deny_domains"))
 		}
 		t.egress = true
 		t.urlRE = regexp.MustCompile(urlExpr)
 		if e.AllowDomains != nil {
-			if t.allowDomains, err = compileDomains(configRoot+".egress.allow_domains", e.AllowDomains); err != nil {
-				return nil, err
-			}
+			t.allowDomains, err = compileDomains(configRoot+".egress.allow_domains", e.AllowDomains)
+			ps.add(err)
 		}
-		if t.denyDomains, err = compileDomains(configRoot+".egress.deny_domains", e.DenyDomains); err != nil {
-			return nil, err
-		}
+		t.denyDomains, err = compileDomains(configRoot+".egress.deny_domains", e.DenyDomains)
+		ps.add(err)
 	}
-	if !t.hasAllow && len(t.deny) == 0 && len(t.escalate) == 0 && len(t.args) == 0 && !t.egress {
-		return nil, cfgErr(configRoot, "needs at least one of allow, deny, escalate, args or egress")
+	if !t.hasAllow && len(c.Deny) == 0 && len(c.Escalate) == 0 && len(c.Args) == 0 && !t.egress {
+		ps.add(cfgErr(configRoot, "needs at least one of allow, deny, escalate, args or egress"))
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -20,8 +21,8 @@ type webhookConfig struct {
 	URL            string            `json:"url"`
 	Timeout        duration          `json:"timeout"`
 	HeadersFromEnv map[string]string `json:"headers_from_env"`
-	InputKey       string            `json:"input_key"`
-	VerdictPath    string            `json:"verdict_path"`
+	InputKey       string            `json:"input_key"`    // members joined by "."
+	VerdictPath    string            `json:"verdict_path"` // a match path (see ctkPath)
 }
 
 // DefaultWebhookTimeout bounds one webhook call unless configured.
@@ -33,12 +34,15 @@ const MaxWebhookAnswer = 1 << 20
 // Webhook is the hooksproxy.webhook interceptor: it POSTs the spec wire
 // context and reads a spec verdict back.
 type Webhook struct {
-	url         string
-	timeout     time.Duration
-	headers     http.Header
-	inputKey    string
-	verdictPath string
-	client      *http.Client
+	url     string
+	timeout time.Duration
+	headers http.Header
+	// inputKey nests the context under these members, outermost first.
+	inputKey []string
+	// verdictPath locates the verdict in the answer when hasVerdictPath.
+	verdictPath    ctkPath
+	hasVerdictPath bool
+	client         *http.Client
 }
 
 func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
@@ -47,35 +51,54 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 		return nil, err
 	}
 	env = env.withDefaults()
+	var ps problems
 	if c.URL == "" {
-		return nil, cfgErr(configRoot+".url", "required")
+		ps.add(cfgErr(configRoot+".url", "required"))
+	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ps.add(cfgErr(configRoot+".url", "must be an absolute http or https URL"))
+	} else if u.User != nil {
+		ps.add(cfgErr(configRoot+".url", "must not carry credentials; use headers_from_env"))
 	}
-	u, err := url.Parse(c.URL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, cfgErr(configRoot+".url", "must be an absolute http or https URL")
-	}
-	if u.User != nil {
-		return nil, cfgErr(configRoot+".url", "must not carry credentials; use headers_from_env")
-	}
-	w := &Webhook{url: c.URL, timeout: time.Duration(c.Timeout), headers: http.Header{},
-		inputKey: c.InputKey, verdictPath: c.VerdictPath}
+	w := &Webhook{url: c.URL, timeout: time.Duration(c.Timeout), headers: http.Header{}}
 	if w.timeout == 0 {
 		w.timeout = DefaultWebhookTimeout
+	}
+	if c.InputKey != "" {
+		p, ok := parseCTKPath(c.InputKey)
+		if !ok || len(p) == 0 || slices.ContainsFunc(p, func(s seg) bool { return s.isIdx }) {
+			ps.add(cfgErr(configRoot+".input_key", "must be a member name, or members joined by . (input, request.input)"))
+		}
+		for _, s := range p {
+			w.inputKey = append(w.inputKey, s.key)
+		}
+	}
+	if c.VerdictPath != "" {
+		p, ok := parseCTKPath(c.VerdictPath)
+		if !ok {
+			ps.add(cfgErr(configRoot+".verdict_path", "invalid path (use a.b[0].c, names of letters, digits, _ and -)"))
+		}
+		w.verdictPath, w.hasVerdictPath = p, true
 	}
 	for _, h := range sortedKeys(c.HeadersFromEnv) {
 		at := memberPath(configRoot+".headers_from_env", h)
 		if !validHeaderName(h) {
-			return nil, cfgErr(at, "invalid header name")
+			ps.add(cfgErr(at, "invalid header name"))
+			continue
 		}
 		name := c.HeadersFromEnv[h]
 		if name == "" {
-			return nil, cfgErr(at, "must name an environment variable")
+			ps.add(cfgErr(at, "must name an environment variable"))
+			continue
 		}
 		v := env.Getenv(name)
 		if v == "" {
-			return nil, cfgErr(at, "environment variable %s is not set", name)
+			ps.add(cfgErr(at, "environment variable %s is not set", name))
+			continue
 		}
 		w.headers.Set(h, v)
+	}
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	// Our own client: a redirect would re-send the context elsewhere, so the
 	// 3xx answer itself is returned (and refused as non-2xx).
@@ -116,11 +139,18 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 		return points.Verdict{}, err
 	}
 	body := c.Raw()
-	if w.inputKey != "" {
-		b := append([]byte{'{'}, encodeString(w.inputKey)...)
-		b = append(b, ':')
+	if len(w.inputKey) > 0 {
+		var b []byte
+		for _, k := range w.inputKey {
+			b = append(b, '{')
+			b = append(b, encodeString(k)...)
+			b = append(b, ':')
+		}
 		b = append(b, body...)
-		body = append(b, '}')
+		for range w.inputKey {
+			b = append(b, '}')
+		}
+		body = b
 	}
 	cctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
@@ -152,9 +182,9 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 		return points.Verdict{}, fmt.Errorf("%w: answer is not JSON", ErrWebhook)
 	}
 	raw := data
-	if w.verdictPath != "" {
-		r := gjson.GetBytes(data, w.verdictPath)
-		if !r.Exists() {
+	if w.hasVerdictPath {
+		r, ok := w.verdictPath.lookup(gjson.ParseBytes(data))
+		if !ok {
 			return points.Verdict{}, fmt.Errorf("%w: answer has no verdict at verdict_path", ErrWebhook)
 		}
 		raw = []byte(r.Raw)

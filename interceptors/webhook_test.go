@@ -36,6 +36,7 @@ func TestWebhook(t *testing.T) {
 	mux.HandleFunc("/allow", answer(200, `{"decision":"allow"}`))
 	mux.HandleFunc("/opa", answer(200, `{"result":{"decision":"deny","reason":"dangerous_tool"}}`))
 	mux.HandleFunc("/opa-undefined", answer(200, `{}`))
+	mux.HandleFunc("/nested", answer(200, `{"result":{"verdicts":[{"decision":"allow"},{"decision":"deny","reason":"dangerous_tool"}]}}`))
 	mux.HandleFunc("/500", answer(500, `{"decision":"allow"}`))
 	mux.HandleFunc("/garbage", answer(200, `<html>`))
 	mux.HandleFunc("/invalid", answer(200, `{"decision":"escalate"}`))
@@ -94,6 +95,17 @@ func TestWebhook(t *testing.T) {
 		}
 		s := <-got
 		if in := gjson.Get(s.body, "input"); in.Raw != string(c.Raw()) {
+			t.Fatalf("body not wrapped: %s", s.body)
+		}
+	})
+
+	t.Run("nested input_key and indexed verdict_path", func(t *testing.T) {
+		ic := mk(t, `{"url":"`+srv.URL+`/nested","input_key":"req.input","verdict_path":"result.verdicts[1]"}`)
+		if got := verdictSummary(run(t, ic, c)); got != "deny dangerous_tool" {
+			t.Fatal(got)
+		}
+		s := <-got
+		if in := gjson.Get(s.body, "req.input"); in.Raw != string(c.Raw()) {
 			t.Fatalf("body not wrapped: %s", s.body)
 		}
 	})
