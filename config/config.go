@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,28 @@ type Config struct {
 	Resolvers         map[string]Component
 	Redactors         map[string]Component
 	IdentityProviders map[string]Component
+
+	// lines maps the config path of every key and list item the file
+	// holds (hooks and kind configs included) to its line.
+	lines map[string]int
+}
+
+// Line returns the 1-based line of the config path ("upstream.timeout",
+// "resolvers.approvers.config.timeout"), or of its nearest ancestor the
+// file holds; 0 when none is known. Checks made after loading use it to
+// report their problems in place.
+func (c *Config) Line(path string) int {
+	for path != "" {
+		if l, ok := c.lines[path]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i <= 0 {
+			break
+		}
+		path = path[:i]
+	}
+	return c.lines[path]
 }
 
 // Upstream is the OpenAI-compatible API the proxy forwards to.
@@ -196,13 +219,47 @@ func Load(path string, reg Registry) (*Config, error) {
 // reg (plus the file's own resolvers, redactors and identity providers,
 // built through reg's Factories).
 func Parse(data []byte, name string, reg Registry) (*Config, error) {
-	p := &parser{file: name, baseDir: filepath.Dir(name)}
+	p := &parser{file: name, baseDir: filepath.Dir(name), lines: map[string]int{}}
 	cfg := p.parse(data, reg)
 	if len(p.probs) > 0 {
 		sort.SliceStable(p.probs, func(i, j int) bool { return p.probs[i].Line < p.probs[j].Line })
 		return nil, &Problems{File: name, List: p.probs}
 	}
 	return cfg, nil
+}
+
+// Environment is implemented by a Registry that knows the environment its
+// kinds read secrets from (MapRegistry.SetGetenv). Parse then also checks
+// the environment variables the file itself names that serve cannot start
+// without (upstream.api_key_env), so validate reports them as serve would.
+type Environment interface {
+	// LookupEnv returns the getenv function, nil when none is known.
+	LookupEnv() func(string) string
+}
+
+// Key returns the upstream API key from the variable APIKeyEnv names: ""
+// when none is configured, an error when the variable is unset or empty.
+// Parse runs the same check for registries that implement Environment.
+func (u Upstream) Key(getenv func(string) string) (string, error) {
+	v, msg := u.key(getenv)
+	if msg != "" {
+		return "", errors.New("upstream.api_key_env: " + msg)
+	}
+	return v, nil
+}
+
+// key is Key with the problem as a message without its path.
+func (u Upstream) key(getenv func(string) string) (value, problem string) {
+	if u.APIKeyEnv == "" {
+		return "", ""
+	}
+	if getenv != nil {
+		value = getenv(u.APIKeyEnv)
+	}
+	if value == "" {
+		return "", fmt.Sprintf("env var %s is unset or empty", u.APIKeyEnv)
+	}
+	return value, ""
 }
 
 // LookupSecret returns the value of the env var a *_env key names; an
@@ -219,10 +276,21 @@ type parser struct {
 	file    string
 	baseDir string
 	probs   []Problem
+	// passLines locates each accepted passthrough entry, in order.
+	passLines []passEntry
+	// lines is Config.lines, filled as the walk goes.
+	lines map[string]int
 }
 
 func (p *parser) add(line int, path, format string, args ...any) {
 	p.probs = append(p.probs, Problem{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// line records the line of a config path (the first one wins).
+func (p *parser) line(path string, line int) {
+	if _, ok := p.lines[path]; !ok && line > 0 {
+		p.lines[path] = line
+	}
 }
 
 var (
@@ -297,6 +365,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		Resolvers:         map[string]Component{},
 		Redactors:         map[string]Component{},
 		IdentityProviders: map[string]Component{},
+		lines:             p.lines,
 	}
 	var hooks *yaml.Node
 	var hooksLine int
@@ -322,7 +391,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		case "records":
 			p.records(v, path, &cfg.Records)
 		case "metrics":
-			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+			p.mapping(v, path, func(key string, k, v *yaml.Node, path string) {
 				switch key {
 				case "path":
 					if s, ok := p.str(v, path); ok {
@@ -330,20 +399,20 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 						p.checkOpsPath(v, path, s)
 					}
 				default:
-					p.unknown(v, path, key)
+					p.unknown(k, path, key)
 				}
 			})
 		case "admin":
-			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+			p.mapping(v, path, func(key string, k, v *yaml.Node, path string) {
 				switch key {
 				case "token_env":
 					cfg.Admin.TokenEnv = p.envName(v, path)
 				default:
-					p.unknown(v, path, key)
+					p.unknown(k, path, key)
 				}
 			})
 		case "tool_seam":
-			p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+			p.mapping(v, path, func(key string, k, v *yaml.Node, path string) {
 				switch key {
 				case "transparent":
 					cfg.ToolSeam.Transparent, _ = p.boolean(v, path)
@@ -352,7 +421,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 						cfg.ToolSeam.MaxAutoTurns = int(n)
 					}
 				default:
-					p.unknown(v, path, key)
+					p.unknown(k, path, key)
 				}
 			})
 		case "hooks":
@@ -364,7 +433,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		case "identity_providers":
 			cfg.IdentityProviders = p.components(v, path, true)
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 	if root.Kind == yaml.MappingNode || isNull(root) {
@@ -378,11 +447,10 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 			p.add(lineOf(root), "hooks", "required: an AGENT-HOOKS host declaration (declaration: %s, bindings: [...]); zero bindings deny everything", DeclarationVersion)
 		}
 	}
-	if cfg.Metrics.Path != "" {
-		for _, pt := range cfg.Passthrough {
-			if pt == cfg.Metrics.Path {
-				p.add(0, "passthrough", "%s is the metrics path", pt)
-			}
+	p.checkMetricsPassthrough(cfg)
+	if env, ok := reg.(Environment); ok && env.LookupEnv() != nil {
+		if _, msg := cfg.Upstream.key(env.LookupEnv()); msg != "" {
+			p.add(p.lines["upstream.api_key_env"], "upstream.api_key_env", "%s", msg)
 		}
 	}
 
@@ -434,6 +502,7 @@ func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yam
 			continue
 		}
 		seen[k.Value] = k.Line
+		p.line(kp, k.Line)
 		f(k.Value, n.Content[i], v, kp)
 	}
 }
@@ -442,15 +511,102 @@ func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yam
 // password, ...), not ones that merely mention one (max_tokens).
 var secretKeyRE = regexp.MustCompile(`(?i)^(.*[_-])?(api_?key|key|password|passwd|secret|token|private_?key|credentials?|bearer|authorization)$`)
 
-// unknown reports an unknown key, with a pointed message for keys that look
-// like inline secrets.
-func (p *parser) unknown(v *yaml.Node, path, key string) {
-	line := v.Line
-	if secretKeyRE.MatchString(key) && !strings.HasSuffix(key, "_env") {
-		p.add(line, path, "inline secrets are not allowed; name an environment variable instead (for example %s_env)", key)
+// knownKeys lists the keys of each config section, by parent path ("" is
+// the top level, "component" a resolvers/redactors/identity_providers
+// entry), for did-you-mean hints.
+var knownKeys = map[string][]string{
+	"":          {"listen", "upstream", "agent", "sessions", "limits", "passthrough", "records", "metrics", "admin", "tool_seam", "hooks", "resolvers", "redactors", "identity_providers"},
+	"upstream":  {"base_url", "api_key_env", "timeout"},
+	"agent":     {"id", "framework", "allow_header_override"},
+	"sessions":  {"header", "idle_timeout", "max_sessions"},
+	"limits":    {"max_request_bytes", "max_buffered_response_bytes"},
+	"records":   {"file", "fsync", "max_bytes", "max_backups"},
+	"metrics":   {"path"},
+	"admin":     {"token_env"},
+	"tool_seam": {"transparent", "max_auto_turns"},
+	"component": {"kind", "config"},
+}
+
+// secretEnvKey returns the real *_env key that replaces an inline secret
+// written as key under parent, or "" when the file has none for it.
+func secretEnvKey(parent, key string) string {
+	lk := strings.ToLower(key)
+	switch {
+	case parent == "upstream":
+		return "upstream.api_key_env"
+	case parent == "admin":
+		return "admin.token_env"
+	case parent != "":
+	case strings.Contains(lk, "admin"):
+		return "admin.token_env"
+	case strings.Contains(lk, "upstream") || strings.Contains(lk, "openai") || strings.Contains(lk, "api_key") || strings.Contains(lk, "apikey"):
+		return "upstream.api_key_env"
+	}
+	return ""
+}
+
+// unknown reports an unknown key k at path. A key that looks like an
+// inline secret and has a real *_env counterpart gets that key as the fix;
+// any other gets the closest known key of its section, when one is close.
+func (p *parser) unknown(k *yaml.Node, path, key string) {
+	line := resolveAlias(k).Line
+	parent := ""
+	if i := strings.LastIndexByte(path, '.'); i >= 0 {
+		parent = path[:i]
+	}
+	if secretKeyRE.MatchString(key) && !strings.HasSuffix(strings.ToLower(key), "_env") {
+		if env := secretEnvKey(parent, key); env != "" {
+			p.add(line, path, "inline secrets are not allowed; name the environment variable that holds it with %s", env)
+			return
+		}
+	}
+	section := parent
+	for _, sec := range []string{"resolvers.", "redactors.", "identity_providers."} {
+		if strings.HasPrefix(parent, sec) {
+			section = "component"
+		}
+	}
+	if near := closest(key, knownKeys[section]); near != "" {
+		p.add(line, path, "unknown key; did you mean %s?", near)
 		return
 	}
 	p.add(line, path, "unknown key")
+}
+
+// closest returns the candidate within a small edit distance of key (one
+// edit per four characters, at least one), or "".
+func closest(key string, candidates []string) string {
+	best, bestD := "", max(1, len(key)/4)+1
+	for _, c := range candidates {
+		if d := editDistance(strings.ToLower(key), c); d < bestD {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two short ASCII strings.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 64
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func (p *parser) str(n *yaml.Node, path string) (string, bool) {
@@ -558,29 +714,46 @@ func (p *parser) envName(n *yaml.Node, path string) string {
 }
 
 func (p *parser) checkListen(n *yaml.Node, path, s string) {
-	host, port, err := net.SplitHostPort(s)
+	if err := CheckListen(s); err != nil {
+		p.add(resolveAlias(n).Line, path, "%v", err)
+	}
+}
+
+// CheckListen checks a listen address as the listen key does (host:port,
+// port 0 to 65535); serve and validate apply it to --listen too.
+func CheckListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		var pn int
 		pn, err = strconv.Atoi(port)
 		if err == nil && (pn < 0 || pn > 65535) {
 			err = errors.New("port out of range")
 		}
-		_ = host
 	}
 	if err != nil {
-		p.add(resolveAlias(n).Line, path, "must be host:port, such as 127.0.0.1:8080")
+		return errors.New("must be host:port, such as 127.0.0.1:8080")
 	}
+	return nil
 }
 
-// checkOpsPath checks an HTTP path the proxy serves itself.
+// checkOpsPath checks an HTTP path the proxy serves itself (the metrics
+// path): it may not shadow a mediated path, the host API or the health
+// endpoints.
 func (p *parser) checkOpsPath(n *yaml.Node, path, s string) {
-	if !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#* ") || strings.HasPrefix(s, "/v1/") || strings.HasPrefix(s, "/agent-hooks/") {
-		p.add(resolveAlias(n).Line, path, "must be an absolute path outside /v1/ and /agent-hooks/")
+	line := resolveAlias(n).Line
+	ls := strings.TrimSuffix(strings.ToLower(s), "/")
+	switch {
+	case !strings.HasPrefix(s, "/") || strings.ContainsAny(s, "?#* \\") || strings.Contains(s, "//"):
+		p.add(line, path, "must be a clean absolute path, such as /metrics")
+	case ls == "/v1" || strings.HasPrefix(ls, "/v1/") || ls == "/agent-hooks" || strings.HasPrefix(ls, "/agent-hooks/"):
+		p.add(line, path, "must be outside /v1/ and /agent-hooks/, which the proxy mediates and serves")
+	case ls == "/healthz" || ls == "/readyz":
+		p.add(line, path, "%s is the proxy's health endpoint; choose another path, such as /metrics", s)
 	}
 }
 
 func (p *parser) upstream(n *yaml.Node, path string, u *Upstream, seen map[string]bool) {
-	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+	p.mapping(n, path, func(key string, k, v *yaml.Node, path string) {
 		switch key {
 		case "base_url":
 			seen["upstream.base_url"] = true
@@ -594,7 +767,7 @@ func (p *parser) upstream(n *yaml.Node, path string, u *Upstream, seen map[strin
 				u.Timeout = d
 			}
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 }
@@ -618,7 +791,7 @@ func (p *parser) baseURL(n *yaml.Node, path, s string) string {
 var frameworkRE = regexp.MustCompile(`^[a-z0-9_-]+$`)
 
 func (p *parser) agent(n *yaml.Node, path string, a *Agent, seen map[string]bool) {
-	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+	p.mapping(n, path, func(key string, k, v *yaml.Node, path string) {
 		switch key {
 		case "id":
 			seen["agent.id"] = true
@@ -638,20 +811,35 @@ func (p *parser) agent(n *yaml.Node, path string, a *Agent, seen map[string]bool
 		case "allow_header_override":
 			a.AllowHeaderOverride, _ = p.boolean(v, path)
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 }
 
 var headerTokenRE = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
+// credentialHeaders carry credentials (canonical form): the client's and
+// the upstream's key travel in Authorization, and the admin token too.
+var credentialHeaders = []string{
+	"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
+	"X-Api-Key", "Api-Key", "X-Auth-Token", "X-Goog-Api-Key",
+}
+
+// credentialHeader reports whether h (any case) is a credential header.
+func credentialHeader(h string) bool {
+	return slices.Contains(credentialHeaders, textproto.CanonicalMIMEHeaderKey(h))
+}
+
 func (p *parser) sessions(n *yaml.Node, path string, s *Sessions) {
-	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+	p.mapping(n, path, func(key string, k, v *yaml.Node, path string) {
 		switch key {
 		case "header":
 			if h, ok := p.str(v, path); ok {
-				if !headerTokenRE.MatchString(h) {
+				switch {
+				case !headerTokenRE.MatchString(h):
 					p.add(resolveAlias(v).Line, path, "must be an HTTP header name")
+				case credentialHeader(h):
+					p.add(resolveAlias(v).Line, path, "%s carries credentials; session ids are written to records, response headers and logs, so name a header of their own (default %s)", textproto.CanonicalMIMEHeaderKey(h), DefaultSessionHeader)
 				}
 				s.Header = textproto.CanonicalMIMEHeaderKey(h)
 			}
@@ -664,13 +852,13 @@ func (p *parser) sessions(n *yaml.Node, path string, s *Sessions) {
 				s.MaxSessions = int(x)
 			}
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 }
 
 func (p *parser) limits(n *yaml.Node, path string, l *Limits) {
-	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+	p.mapping(n, path, func(key string, k, v *yaml.Node, path string) {
 		switch key {
 		case "max_request_bytes":
 			if x, ok := p.size(v, path, false); ok {
@@ -681,13 +869,13 @@ func (p *parser) limits(n *yaml.Node, path string, l *Limits) {
 				l.MaxBufferedResponseBytes = x
 			}
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 }
 
 func (p *parser) records(n *yaml.Node, path string, r *Records) {
-	p.mapping(n, path, func(key string, _, v *yaml.Node, path string) {
+	p.mapping(n, path, func(key string, k, v *yaml.Node, path string) {
 		switch key {
 		case "file":
 			if s, ok := p.str(v, path); ok {
@@ -707,7 +895,7 @@ func (p *parser) records(n *yaml.Node, path string, r *Records) {
 				r.MaxBackups = int(x)
 			}
 		default:
-			p.unknown(v, path, key)
+			p.unknown(k, path, key)
 		}
 	})
 }
@@ -731,6 +919,7 @@ func (p *parser) passthrough(n *yaml.Node, path string) []string {
 			continue
 		}
 		line := resolveAlias(item).Line
+		p.line(ip, line)
 		prefix, wildcard := strings.CutSuffix(s, "*")
 		switch {
 		case !strings.HasPrefix(s, "/") || strings.ContainsAny(prefix, "?#* \\") || strings.Contains(s, "//") ||
@@ -743,8 +932,45 @@ func (p *parser) passthrough(n *yaml.Node, path string) []string {
 			continue
 		}
 		out = append(out, s)
+		p.passLines = append(p.passLines, passEntry{path: ip, line: line})
 	}
 	return out
+}
+
+// passEntry is where one accepted passthrough entry was written.
+type passEntry struct {
+	path string
+	line int
+}
+
+// covers reports whether the passthrough entry s (an exact path, or a
+// prefix ending in *) covers path, compared as bypassed compares.
+func covers(s, path string) bool {
+	lp := strings.TrimSuffix(strings.ToLower(path), "/")
+	if prefix, wildcard := strings.CutSuffix(s, "*"); wildcard {
+		return strings.HasPrefix(lp+"/", strings.ToLower(prefix)) || strings.HasPrefix(lp, strings.ToLower(prefix))
+	}
+	return strings.TrimSuffix(strings.ToLower(s), "/") == lp
+}
+
+// checkMetricsPassthrough refuses a passthrough entry that covers the
+// metrics path: one of them would shadow the other. The problem is
+// reported where the file wrote the metrics path, else at the entry.
+func (p *parser) checkMetricsPassthrough(cfg *Config) {
+	if cfg.Metrics.Path == "" {
+		return
+	}
+	for i, pt := range cfg.Passthrough {
+		if i >= len(p.passLines) || !covers(pt, cfg.Metrics.Path) {
+			continue
+		}
+		e := p.passLines[i]
+		if l, ok := p.lines["metrics.path"]; ok {
+			p.add(l, "metrics.path", "%s is passed through by %s (line %d); choose a path no passthrough entry covers", cfg.Metrics.Path, e.path, e.line)
+			continue
+		}
+		p.add(e.line, e.path, "%s covers the metrics path %s; remove it or move metrics.path", pt, cfg.Metrics.Path)
+	}
 }
 
 // protectedPaths are served or mediated by the proxy itself.
@@ -778,7 +1004,7 @@ func (p *parser) components(n *yaml.Node, path string, provider bool) map[string
 		}
 		c := Component{Config: json.RawMessage(`{}`)}
 		ok := true
-		p.mapping(v, path, func(key string, _, v *yaml.Node, path string) {
+		p.mapping(v, path, func(key string, k, v *yaml.Node, path string) {
 			switch key {
 			case "kind":
 				if s, good := p.str(v, path); good {
@@ -794,7 +1020,7 @@ func (p *parser) components(n *yaml.Node, path string, provider bool) map[string
 				raw, good := p.blob(v, path)
 				c.Config, ok = raw, ok && good
 			default:
-				p.unknown(v, path, key)
+				p.unknown(k, path, key)
 			}
 		})
 		if resolveAlias(v).Kind == yaml.MappingNode && c.Kind == "" && ok {
@@ -825,17 +1051,25 @@ func (p *parser) blob(n *yaml.Node, path string) (json.RawMessage, bool) {
 		p.add(c.err.line, c.err.path, "%s", c.err.msg)
 		return nil, false
 	}
+	p.recordLines(c)
 	ok := true
 	if v.k == jObj {
 		for _, m := range v.obj {
 			if blobSecretKeys[strings.ToLower(m.key)] {
 				l := c.locate(ptr("", m.key))
-				p.add(l.line, l.path, "inline secrets are not allowed; name an environment variable instead (for example %s_env)", m.key)
+				p.add(l.line, l.path, "inline secrets are not allowed; name an environment variable with one of the kind's *_env keys instead")
 				ok = false
 			}
 		}
 	}
 	return appendJSON(nil, v), ok
+}
+
+// recordLines records the line of every path a conversion visited.
+func (p *parser) recordLines(c *converter) {
+	for _, l := range c.locs {
+		p.line(l.path, l.line)
+	}
 }
 
 // hooks converts the hooks block (a declaration written in YAML, or the path
@@ -867,6 +1101,7 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 		p.add(c.err.line, c.err.path, "%s: %s", ClassMalformed, c.err.msg)
 		return nil
 	}
+	p.recordLines(c)
 	d, err := LoadDeclaration(appendJSON(nil, v), reg)
 	if err != nil {
 		p.declProblems(err, c.locate, "")

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,17 @@ func configRegistry(t testing.TB) *MapRegistry {
 	must(t, reg.RegisterKind("hooksproxy.tools", objectConfig))
 	must(t, reg.RegisterKind("hooksproxy.reject", func(BindingSpec) (points.Interceptor, error) {
 		return nil, errors.New("unsupported option")
+	}))
+	must(t, reg.RegisterKind("hooksproxy.multi", func(b BindingSpec) (points.Interceptor, error) {
+		var m map[string][]string
+		_ = json.Unmarshal(b.Config, &m)
+		var errs []error
+		for i, re := range m["deny"] {
+			if strings.HasPrefix(re, "(") {
+				errs = append(errs, memberErr(fmt.Sprintf("config.deny[%d]", i)))
+			}
+		}
+		return allowAll, errors.Join(errs...)
 	}))
 	must(t, reg.RegisterResolverKind("hooksproxy.console", func(string, json.RawMessage) (points.Resolver, error) {
 		return noopResolver, nil
@@ -188,6 +200,29 @@ func TestParseProblems(t *testing.T) {
 		{"unclean path", good + "passthrough:\n  - v1/models\n  - /v1/../x\n", []want{{"passthrough[0]", 11, "clean"}, {"passthrough[1]", 12, "clean"}}},
 		{"metrics path", good + "metrics: {path: /v1/metrics}\n", []want{{"metrics.path", 10, "outside"}}},
 		{"framework", good + "agent2: 1\n", []want{{"agent2", 10, "unknown key"}}},
+		{"metrics shadows healthz", good + "metrics:\n  path: /healthz\n", []want{{"metrics.path", 11, "health endpoint"}}},
+		{"metrics shadows readyz", good + "metrics: {path: /READYZ/}\n", []want{{"metrics.path", 10, "health endpoint"}}},
+		{"metrics under host api", good + "metrics: {path: /agent-hooks/metrics}\n", []want{{"metrics.path", 10, "outside"}}},
+		{"metrics is /v1", good + "metrics: {path: /v1}\n", []want{{"metrics.path", 10, "outside"}}},
+		{"metrics unclean", good + "metrics: {path: metrics}\n", []want{{"metrics.path", 10, "clean absolute path"}}},
+		{"passthrough is the default metrics path", good + "passthrough:\n  - /v1/models\n  - /metrics\n", []want{{"passthrough[1]", 12, "covers the metrics path /metrics"}}},
+		{"passthrough prefix covers metrics", good + "passthrough: [/ops/*]\nmetrics:\n  path: /ops/metrics\n", []want{{"metrics.path", 12, "passed through by passthrough[0] (line 10)"}}},
+		{"metrics is a passthrough path", good + "metrics: {path: /models}\npassthrough: [/models]\n", []want{{"metrics.path", 10, "passed through by passthrough[0] (line 11)"}}},
+		{"session header authorization", good + "sessions:\n  header: authorization\n", []want{{"sessions.header", 11, "Authorization carries credentials"}}},
+		{"session header cookie", good + "sessions: {header: Cookie}\n", []want{{"sessions.header", 10, "carries credentials"}}},
+		{"session header proxy auth", good + "sessions: {header: PROXY-AUTHORIZATION}\n", []want{{"sessions.header", 10, "carries credentials"}}},
+		{"session header set-cookie", good + "sessions: {header: set-cookie}\n", []want{{"sessions.header", 10, "carries credentials"}}},
+		{"session header api key", good + "sessions: {header: X-API-KEY}\n", []want{{"sessions.header", 10, "carries credentials"}}},
+		{"session header api-key", good + "sessions: {header: api-key}\n", []want{{"sessions.header", 10, "carries credentials"}}},
+		{"unknown secret-looking top key", good + "bogus_key: x\n", []want{{"bogus_key", 10, "unknown key"}}},
+		{"top-level upstream token", good + "upstream_token: x\n", []want{{"upstream_token", 10, "inline secrets are not allowed; name the environment variable that holds it with upstream.api_key_env"}}},
+		{"top-level api key", good + "openai_api_key: x\n", []want{{"openai_api_key", 10, "with upstream.api_key_env"}}},
+		{"top-level admin token", good + "admin_token: x\n", []want{{"admin_token", 10, "with admin.token_env"}}},
+		{"upstream api key", "upstream:\n  base_url: https://x.example\n  token: sk-1\nagent: {id: a}\nhooks: {declaration: agent-hooks-declaration/1.0, bindings: []}\n",
+			[]want{{"upstream.token", 3, "with upstream.api_key_env"}}},
+		{"secret-looking key elsewhere", good + "sessions:\n  secret: x\n", []want{{"sessions.secret", 11, "unknown key"}}},
+		{"did you mean", good + "tool_seam: {transparant: true}\nrecord: {}\n", []want{{"tool_seam.transparant", 10, "did you mean transparent?"}, {"record", 11, "did you mean records?"}}},
+		{"component did you mean", good + "resolvers:\n  q: {kind: hooksproxy.console, confg: {}}\n", []want{{"resolvers.q.confg", 11, "did you mean config?"}}},
 		{"duplicate key", good + "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", []want{{"listen", 11, "duplicate key (first at line 10)"}}},
 		{"section type", good + "limits: [1]\n", []want{{"limits", 10, "must be a mapping"}}},
 		{"missing required", "listen: 127.0.0.1:8080\n", []want{{"upstream.base_url", 1, "required"}, {"agent.id", 1, "required"}, {"hooks", 1, "required"}}},
@@ -302,12 +337,60 @@ hooks:
   bindings: []
 `
 	_, err := Parse([]byte(src), "hooksproxy.yaml", configRegistry(t))
-	want := `hooksproxy.yaml:4: upstream.timout: unknown key
+	want := `hooksproxy.yaml:4: upstream.timout: unknown key; did you mean timeout?
 hooksproxy.yaml:7: agent.framework: must match ^[a-z0-9_-]+$
 hooksproxy.yaml:9: limits.max_request_bytes: must be a positive size such as 8MiB, 512KiB or 1048576
 hooksproxy.yaml:13: hooks.configuration.mode: declaration_error:invalid_field: "audit" is not one of enforce, evaluate_only`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+// TestParseEveryBindingProblem: validate lists every refused binding and
+// every problem inside one, each at the line of the offending member.
+func TestParseEveryBindingProblem(t *testing.T) {
+	src := `upstream: {base_url: https://x.example}
+agent: {id: a}
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - id: first
+      kind: hooksproxy.multi
+      config:
+        deny:
+          - ok
+          - (bad
+          - (worse
+    - id: fine
+      kind: hooksproxy.allow_all
+    - id: refused
+      kind: hooksproxy.reject
+    - id: flow
+      kind: hooksproxy.multi
+      config: {deny: [x, (y]}
+`
+	_, err := Parse([]byte(src), "h.yaml", configRegistry(t))
+	var ps *Problems
+	if !errors.As(err, &ps) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []struct {
+		path string
+		line int
+	}{
+		{"hooks.bindings[0].config.deny[1]", 11},
+		{"hooks.bindings[0].config.deny[2]", 12},
+		{"hooks.bindings[2]", 15},
+		{"hooks.bindings[3].config.deny[1]", 19},
+	}
+	if len(ps.List) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ps.List), len(want), ps)
+	}
+	for i, w := range want {
+		got := ps.List[i]
+		if got.Path != w.path || got.Line != w.line || !strings.HasPrefix(got.Msg, ClassBindingRejected) {
+			t.Errorf("problem %d = %+v, want %s at line %d", i, got, w.path, w.line)
+		}
 	}
 }
 
@@ -369,4 +452,85 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an incomplete config: %+v", cfg)
 		}
 	})
+}
+
+// TestParseUnknownKeyMessages pins the whole message of unknown keys: no
+// hint names a key that does not exist.
+func TestParseUnknownKeyMessages(t *testing.T) {
+	tests := []struct{ extra, want string }{
+		{"bogus_key: x\n", "h.yaml:10: bogus_key: unknown key"},
+		{"upstream_token: x\n", "h.yaml:10: upstream_token: inline secrets are not allowed; name the environment variable that holds it with upstream.api_key_env"},
+		{"bogus: x\n", "h.yaml:10: bogus: unknown key"},
+		{"listn: x\n", "h.yaml:10: listn: unknown key; did you mean listen?"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(good+tt.extra), "h.yaml", configRegistry(t))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("%q: got %v, want %s", tt.extra, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "_env") && !strings.Contains(err.Error(), "api_key_env") {
+			t.Errorf("%q suggests a key that does not exist: %v", tt.extra, err)
+		}
+	}
+}
+
+// TestParseUpstreamKeyEnv: with a registry that knows the environment, an
+// unset upstream.api_key_env is a problem at its line, as serve finds it.
+func TestParseUpstreamKeyEnv(t *testing.T) {
+	src := "upstream:\n  base_url: https://x.example\n  api_key_env: NOPE_NOT_SET_KEY\nagent: {id: a}\nhooks: {declaration: agent-hooks-declaration/1.0, bindings: []}\n"
+	env := map[string]string{"SET_KEY": "sk-1"}
+	tests := []struct {
+		name   string
+		getenv func(string) string
+		src    string
+		want   string // "" accepts
+	}{
+		{"unset", func(k string) string { return env[k] }, src, "h.yaml:3: upstream.api_key_env: env var NOPE_NOT_SET_KEY is unset or empty"},
+		{"set", func(k string) string { return env[k] }, strings.Replace(src, "NOPE_NOT_SET_KEY", "SET_KEY", 1), ""},
+		{"no environment known", nil, src, ""},
+		{"not configured", func(k string) string { return env[k] }, good, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := configRegistry(t)
+			reg.SetGetenv(tt.getenv)
+			cfg, err := Parse([]byte(tt.src), "h.yaml", reg)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && (err == nil || err.Error() != tt.want):
+				t.Fatalf("got %v, want %s", err, tt.want)
+			case tt.want == "" && tt.getenv != nil:
+				key, kerr := cfg.Upstream.Key(tt.getenv)
+				if kerr != nil || (cfg.Upstream.APIKeyEnv != "" && key != "sk-1") {
+					t.Fatalf("Key = %q, %v", key, kerr)
+				}
+			}
+		})
+	}
+	if _, err := (Upstream{APIKeyEnv: "NOPE"}).Key(func(string) string { return "" }); err == nil || err.Error() != "upstream.api_key_env: env var NOPE is unset or empty" {
+		t.Fatalf("Key: %v", err)
+	}
+}
+
+// TestConfigLine: checks after loading find the line of any config path,
+// kind configs and hooks included, or of its nearest ancestor.
+func TestConfigLine(t *testing.T) {
+	src := good + "resolvers:\n  approvers:\n    kind: hooksproxy.console\n    config:\n      timeout: 30s\n"
+	cfg, err := Parse([]byte(src), "h.yaml", configRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{
+		"upstream.base_url":                  2,
+		"hooks.bindings[0].kind":             9,
+		"resolvers.approvers":                11,
+		"resolvers.approvers.config.timeout": 14,
+		"resolvers.approvers.config.nope":    13,
+		"nowhere":                            0,
+	} {
+		if got := cfg.Line(path); got != want {
+			t.Errorf("Line(%q) = %d, want %d", path, got, want)
+		}
+	}
 }

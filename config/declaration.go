@@ -1183,23 +1183,32 @@ func checkKinds(d *Declaration, reg Registry) error {
 	return nil
 }
 
-// buildBindings runs the kind resolvers in array order and stops at the
-// first refusal; a panic is a refusal too, never a crash.
+// buildBindings runs the kind resolvers in array order. Every binding is
+// built, so a refusal lists every refused binding, and every problem a
+// resolver reports (an error tree of Unwrap() []error) is its own finding,
+// located at the member a MemberError names. A panic is a refusal too,
+// never a crash. A resolver that reports ErrUnknownKind makes the refusal
+// kind_unknown, the earlier step, for those bindings alone.
 func buildBindings(d *Declaration, reg Registry) error {
+	var rejected, unknown []Finding
+	var causes []error
 	for i, s := range d.specs {
 		ic, err := newInterceptor(reg, s)
 		p := fmt.Sprintf("/bindings/%d", i)
 		switch {
 		case errors.Is(err, ErrUnknownKind):
-			e := declErr(ClassKindUnknown, p+"/kind", fmt.Sprintf("no resolver is registered for kind %q (binding %q)", s.Kind, s.ID))
-			e.Err = err
-			return e
+			unknown = append(unknown, Finding{p + "/kind", fmt.Sprintf("no resolver is registered for kind %q (binding %q)", s.Kind, s.ID)})
+			causes = append(causes, err)
+			continue
 		case err != nil:
-			e := declErr(ClassBindingRejected, p, fmt.Sprintf("kind %q refused binding %q: %v", s.Kind, s.ID, err))
-			e.Err = err
-			return e
+			for _, leaf := range errorLeaves(err) {
+				rejected = append(rejected, Finding{p + memberPointer(leaf), fmt.Sprintf("kind %q refused binding %q: %v", s.Kind, s.ID, leaf)})
+			}
+			causes = append(causes, err)
+			continue
 		case ic == nil:
-			return declErr(ClassBindingRejected, p, fmt.Sprintf("kind %q returned no interceptor for binding %q", s.Kind, s.ID))
+			rejected = append(rejected, Finding{p, fmt.Sprintf("kind %q returned no interceptor for binding %q", s.Kind, s.ID)})
+			continue
 		}
 		d.bindings = append(d.bindings, points.Binding{
 			Name:        s.ID,
@@ -1208,7 +1217,124 @@ func buildBindings(d *Declaration, reg Registry) error {
 			Timeout:     s.Timeout,
 		})
 	}
-	return nil
+	var e *DeclarationError
+	switch {
+	case len(unknown) > 0:
+		e = newDeclError(ClassKindUnknown, unknown)
+	case len(rejected) > 0:
+		e = newDeclError(ClassBindingRejected, rejected)
+	default:
+		return nil
+	}
+	e.Err = errors.Join(causes...)
+	d.bindings = nil
+	return e
+}
+
+// MemberError is an error a kind resolver may return (alone, or among the
+// errors of an Unwrap() []error tree) to locate the offending member of a
+// binding's config: MemberPath is rooted at "config", with ".name" or
+// ["name"] members and [n] indexes ("config.deny[2]",
+// `config.match["a.b"].regex`). The loader then reports the problem at
+// that member's line.
+type MemberError interface {
+	error
+	MemberPath() string
+}
+
+// errorLeaves flattens err's Unwrap() []error tree into its leaves, in
+// order; an error with a single cause is one leaf.
+func errorLeaves(err error) []error {
+	var out []error
+	var walk func(error, int)
+	walk = func(e error, depth int) {
+		if m, ok := e.(interface{ Unwrap() []error }); ok && depth < 8 {
+			for _, x := range m.Unwrap() {
+				if x != nil {
+					walk(x, depth+1)
+				}
+			}
+			return
+		}
+		out = append(out, e)
+	}
+	walk(err, 0)
+	if len(out) == 0 {
+		out = append(out, err)
+	}
+	return out
+}
+
+// memberPointer is the JSON pointer, relative to the binding, of the member
+// a MemberError in err names ("/config/deny/2"), or "" when err names none
+// or its path does not parse.
+func memberPointer(err error) string {
+	var me MemberError
+	if !errors.As(err, &me) {
+		return ""
+	}
+	p, ok := configPathPointer(me.MemberPath())
+	if !ok {
+		return ""
+	}
+	return p
+}
+
+// configPathPointer converts a member path rooted at "config" into a JSON
+// pointer ("config.a[0][\"b.c\"]" is "/config/a/0/b.c").
+func configPathPointer(path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "config")
+	if !ok {
+		return "", false
+	}
+	out := "/config"
+	for rest != "" {
+		switch rest[0] {
+		case '.':
+			i := 1
+			for i < len(rest) && rest[i] != '.' && rest[i] != '[' {
+				i++
+			}
+			if i == 1 {
+				return "", false
+			}
+			out = ptr(out, rest[1:i])
+			rest = rest[i:]
+		case '[':
+			if len(rest) > 1 && rest[1] == '"' {
+				// A JSON string: find its closing quote, skipping escapes.
+				i := 2
+				for i < len(rest) && rest[i] != '"' {
+					if rest[i] == '\\' {
+						i++
+					}
+					i++
+				}
+				if i+1 >= len(rest) || rest[i+1] != ']' {
+					return "", false
+				}
+				var key string
+				if err := json.Unmarshal([]byte(rest[1:i+1]), &key); err != nil {
+					return "", false
+				}
+				out = ptr(out, key)
+				rest = rest[i+2:]
+				continue
+			}
+			end := strings.IndexByte(rest, ']')
+			if end < 2 {
+				return "", false
+			}
+			if _, err := strconv.ParseUint(rest[1:end], 10, 31); err != nil {
+				return "", false
+			}
+			out += "/" + rest[1:end]
+			rest = rest[end+1:]
+		default:
+			return "", false
+		}
+	}
+	return out, true
 }
 
 func newInterceptor(reg Registry, s BindingSpec) (ic points.Interceptor, err error) {

@@ -270,6 +270,9 @@ func testRegistry(t testing.TB) *MapRegistry {
 	}))
 	must(t, reg.RegisterKind("com.example.panic", func(BindingSpec) (points.Interceptor, error) { panic("boom") }))
 	must(t, reg.RegisterKind("com.example.nil", func(BindingSpec) (points.Interceptor, error) { return nil, nil }))
+	must(t, reg.RegisterKind("com.example.multi", func(BindingSpec) (points.Interceptor, error) {
+		return nil, errors.Join(memberErr("config.deny[1]"), memberErr(`config.match["a.b"].regex`), errors.New("no path"), memberErr("not.rooted"))
+	}))
 	must(t, reg.RegisterIdentityProvider("hmac-sha256-k1", namedProvider("hmac-sha256-k1")))
 	must(t, reg.RegisterResolver("operator-queue", noopResolver))
 	must(t, reg.RegisterRedactor("strip-secrets", noopRedactor))
@@ -352,6 +355,8 @@ func TestDeclarationRefusals(t *testing.T) {
 		{"rejected", `{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"com.example.allow"},{"id":"b","kind":"com.example.reject","config":{"secret":"hunter2"}}]}`, ClassBindingRejected, []string{"/bindings/1"}},
 		{"panicked", `{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"com.example.panic"}]}`, ClassBindingRejected, nil},
 		{"nil interceptor", `{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"com.example.nil"}]}`, ClassBindingRejected, nil},
+		{"every binding rejected, every problem", `{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"com.example.reject"},{"id":"b","kind":"com.example.allow"},{"id":"c","kind":"com.example.multi"},{"id":"d","kind":"com.example.panic"}]}`,
+			ClassBindingRejected, []string{"/bindings/0", "/bindings/2/config/deny/1", "/bindings/2/config/match/a.b/regex", "/bindings/2", "/bindings/2", "/bindings/3"}},
 	}
 	reg := testRegistry(t)
 	for _, tt := range tests {
@@ -755,5 +760,36 @@ func TestSurfaceFromCapabilities(t *testing.T) {
 	}
 	if SurfaceFromCapabilities([]string{"incremental_output"}, PostureContinue, "").Validate() == nil {
 		t.Fatal("incremental without bound validated")
+	}
+}
+
+// memberErr is a kind config error that names its member, as the built-in
+// kinds' errors do.
+type memberErr string
+
+func (m memberErr) Error() string      { return string(m) + ": bad" }
+func (m memberErr) MemberPath() string { return string(m) }
+
+func TestConfigPathPointer(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"config", "/config", true},
+		{"config.deny[2]", "/config/deny/2", true},
+		{`config.rules[0].match["input..content"]`, "/config/rules/0/match/input..content", true},
+		{`config.m["a/b~c"].x`, "/config/m/a~1b~0c/x", true},
+		{`config.m["q\"x"]`, `/config/m/q"x`, true},
+		{"settings.x", "", false},
+		{"config.", "", false},
+		{"config[x]", "", false},
+		{`config["open`, "", false},
+		{"configx", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := configPathPointer(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("configPathPointer(%q) = %q %v, want %q %v", tt.in, got, ok, tt.want, tt.ok)
+		}
 	}
 }

@@ -17,9 +17,11 @@
 //
 // YAML (JSON is valid YAML), strict: an unknown key, a wrong type or a
 // duplicate key is a problem at every level, and Parse reports every problem
-// at once as *Problems ("file:line: path: message"). Secrets are named by
-// environment variable (*_env keys) and never written inline. Keys, with
-// defaults:
+// at once as *Problems ("file:line: path: message"), every refused binding
+// and every problem its kind found included. Secrets are named by
+// environment variable (*_env keys) and never written inline; with a
+// Registry that implements Environment, an unset upstream.api_key_env is a
+// problem too. Keys, with defaults:
 //
 //	listen: 127.0.0.1:8080           host:port
 //	upstream:
@@ -31,7 +33,8 @@
 //	  framework: openai-compatible    ^[a-z0-9_-]+$
 //	  allow_header_override: false
 //	sessions:
-//	  header: X-Agent-Hooks-Session
+//	  header: X-Agent-Hooks-Session   not a credential header (Authorization,
+//	                                  Cookie, X-Api-Key, ...)
 //	  idle_timeout: 15m
 //	  max_sessions: 10000
 //	limits:                           sizes: 1048576, 512KiB, 8MiB, 1GiB, 10KB, 2MB
@@ -45,7 +48,8 @@
 //	  fsync: false
 //	  max_bytes: 0                    rotate at this size; 0 never rotates
 //	  max_backups: 0                  rotated files kept; 0 keeps all
-//	metrics: {path: /metrics}
+//	metrics: {path: /metrics}         not /healthz, /readyz, /v1/..., /agent-hooks/...
+//	                                  nor a path a passthrough entry covers
 //	admin: {token_env: HOOKSPROXY_ADMIN_TOKEN}
 //	tool_seam: {transparent: true, max_auto_turns: 8}
 //	resolvers:          {<name>: {kind: <kind>, config: {...}}}
@@ -58,5 +62,7 @@
 // reported at their config path and line); binding and component config
 // blobs are handed to their kind as JSON and validated there, except that a
 // top-level key naming an inline secret (api_key, token, key, ...) is
-// refused here.
+// refused here. A kind's errors that implement MemberError are reported at
+// the line of the member they name. Config.Line locates any path for
+// checks made after loading.
 package config

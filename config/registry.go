@@ -79,6 +79,7 @@ type IdentityProviderFactory func(name string, config json.RawMessage) (points.I
 type MapRegistry struct {
 	mu            sync.RWMutex
 	allowCTK      bool
+	getenv        func(string) string
 	kinds         map[string]KindFunc
 	identities    map[string]points.IdentityProvider
 	resolvers     map[string]points.Resolver
@@ -250,6 +251,22 @@ func (r *MapRegistry) RegisterIdentityProviderKind(kind string, f IdentityProvid
 	}
 	r.identityKinds[kind] = f
 	return nil
+}
+
+// SetGetenv names the environment the registry's kinds read secrets from,
+// so that Parse checks the config file's own env references against it
+// too (see Environment). nil forgets it.
+func (r *MapRegistry) SetGetenv(getenv func(string) string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.getenv = getenv
+}
+
+// LookupEnv implements Environment: the function SetGetenv set, or nil.
+func (r *MapRegistry) LookupEnv() func(string) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.getenv
 }
 
 // HasKind implements Registry.

@@ -172,8 +172,13 @@ func resolveAlias(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// joinPath appends a mapping key to a config path.
+// joinPath appends a mapping key to a config path: ".key", or ["key"]
+// (JSON-quoted) for a key that would make the path ambiguous (empty, or
+// holding ".", brackets, a quote or white space).
 func joinPath(parent, key string) string {
+	if key == "" || strings.ContainsAny(key, ".[]\" \t\r\n") {
+		return parent + "[" + strconv.Quote(key) + "]"
+	}
 	if parent == "" {
 		return key
 	}
