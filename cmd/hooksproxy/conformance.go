@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path"
+	"path/filepath"
 	goruntime "runtime"
 	"slices"
 	"sort"
@@ -114,8 +116,8 @@ func conformance(args []string, stdout, stderr io.Writer) int {
 	asJSON := fset.Bool("json", false, "print one JSON document instead of the text report")
 	seamFlag := fset.String("seam", "both", "tool seam to drive: host-api, transparent or both")
 	wireFlag := fset.String("wire", "both", "chat wire to drive: plain, stream or both")
-	if err := fset.Parse(args); err != nil {
-		return 2
+	if code, stop := parseFlags(fset, args); stop {
+		return code
 	}
 	if fset.NArg() > 0 {
 		fmt.Fprintf(stderr, "hooksproxy conformance: unexpected argument %q\n", fset.Arg(0))
@@ -139,10 +141,10 @@ func conformance(args []string, stdout, stderr io.Writer) int {
 	)
 	if *dir == "" {
 		source = "embedded " + path.Base(hooksproxy.CTKRoot)
-		vectors, err = loadVectors(hooksproxy.CTKData, hooksproxy.CTKRoot)
+		vectors, err = loadVectors(hooksproxy.CTKData, hooksproxy.CTKRoot, source)
 	} else {
 		source = *dir
-		vectors, err = loadVectors(os.DirFS(*dir), ".")
+		vectors, err = loadVectorDir(*dir)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "hooksproxy conformance:", err)
@@ -192,11 +194,39 @@ func choice(v, a, b string) ([]string, bool) {
 	return nil, false
 }
 
+// loadVectorDir loads the vectors under the directory the user named;
+// every message names that directory as given.
+func loadVectorDir(dir string) ([]ctk.Vector, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("--vectors %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("--vectors %s: not a directory", dir)
+	}
+	return loadVectors(os.DirFS(dir), ".", dir)
+}
+
 // loadVectors loads every directory under root that holds AH-CTK-*.json
 // files (a flat directory, or a spec checkout with its core and
 // declaration vector directories), sorted by id; an id found twice is an
-// error, and so is finding none.
-func loadVectors(fsys fs.FS, root string) ([]ctk.Vector, error) {
+// error, and so is finding none. Messages name root as label (the
+// directory the user gave), and the directories under it relative to it.
+func loadVectors(fsys fs.FS, root, label string) ([]ctk.Vector, error) {
+	shown := func(p string) string {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, root), "/")
+		if rel == "" || rel == "." {
+			return label
+		}
+		if root == "." {
+			rel = p
+		}
+		return filepath.Join(label, filepath.FromSlash(rel))
+	}
 	var dirs []string
 	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -213,20 +243,24 @@ func loadVectors(fsys fs.FS, root string) ([]ctk.Vector, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading vectors: %w", err)
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("reading vectors: %s: %w", shown(pe.Path), pe.Err)
+		}
+		return nil, fmt.Errorf("reading vectors under %s: %w", label, err)
 	}
 	if len(dirs) == 0 {
-		return nil, fmt.Errorf("no AH-CTK-*.json vectors under %s", root)
+		return nil, fmt.Errorf("no AH-CTK-*.json vectors under %s", label)
 	}
 	var out []ctk.Vector
 	seen := map[string]string{}
 	for _, d := range dirs {
 		vs, err := ctk.LoadFS(fsys, d)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", shown(d), err)
 		}
 		for _, v := range vs {
-			where := path.Join(d, v.File)
+			where := shown(path.Join(d, v.File))
 			if prev, dup := seen[v.ID]; dup {
 				return nil, fmt.Errorf("vector %s is defined twice: %s and %s", v.ID, prev, where)
 			}

@@ -217,8 +217,11 @@ func TestConformanceUsageErrors(t *testing.T) {
 		{[]string{"--wire", "carrier-pigeon"}, 2, "--wire must be"},
 		{[]string{"extra"}, 2, "unexpected argument"},
 		{[]string{"--nope"}, 2, "flag provided but not defined"},
-		{[]string{"--vectors", empty}, 1, "no AH-CTK-*.json vectors"},
-		{[]string{"--vectors", filepath.Join(empty, "missing")}, 1, "reading vectors"},
+		{[]string{"--vectors", empty}, 1, "hooksproxy conformance: no AH-CTK-*.json vectors under " + empty + "\n"},
+		{[]string{"--vectors", filepath.Join(empty, "missing")}, 1, "hooksproxy conformance: --vectors " + filepath.Join(empty, "missing") + ": no such file or directory\n"},
+		{[]string{"--vectors", "/nonexistent"}, 1, "--vectors /nonexistent: no such file or directory"},
+		{[]string{"--vectors", "testdata"}, 1, "no AH-CTK-*.json vectors under testdata\n"},
+		{[]string{"--vectors", "conformance.go"}, 1, "--vectors conformance.go: not a directory"},
 	}
 	for _, c := range cases {
 		out, errs, code := runConformance(t, c.args...)
@@ -229,7 +232,7 @@ func TestConformanceUsageErrors(t *testing.T) {
 }
 
 func TestLoadVectors(t *testing.T) {
-	vs, err := loadVectors(hooksproxy.CTKData, hooksproxy.CTKRoot)
+	vs, err := loadVectors(hooksproxy.CTKData, hooksproxy.CTKRoot, "embedded")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,8 +254,17 @@ func TestLoadVectors(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(sub, "AH-CTK-001-again.json"), raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := loadVectors(os.DirFS(dir), "."); err == nil || !strings.Contains(err.Error(), "defined twice") {
+	if _, err := loadVectorDir(dir); err == nil || !strings.Contains(err.Error(), "defined twice: "+filepath.Join(dir, "AH-CTK-001-basic-loop.json")) ||
+		!strings.Contains(err.Error(), filepath.Join(dir, "copy", "AH-CTK-001-again.json")) {
 		t.Errorf("duplicate id: %v", err)
+	}
+	// A broken vector is named by the path the user gave.
+	bad := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bad, "AH-CTK-999-broken.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadVectorDir(bad); err == nil || !strings.HasPrefix(err.Error(), bad+": ") {
+		t.Errorf("broken vector: %v", err)
 	}
 }
 

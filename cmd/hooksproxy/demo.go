@@ -39,9 +39,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var c commonFlags
 	c.register(fs)
-	listen := fs.String("listen", "127.0.0.1:8080", "address the demo proxy listens on")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c.registerListen(fs, "127.0.0.1:8080", "address the demo proxy listens on")
+	if code, stop := parseFlags(fs, args); stop {
+		return code
 	}
 	c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
 	log, err := c.logger(stderr)
@@ -77,7 +77,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rt, err := startRuntime(ctx, path, *listen, log, nil)
+	rt, err := startRuntime(ctx, path, c.listen, log, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "hooksproxy demo:", err)
 		return 1

@@ -34,12 +34,21 @@ func main() {
 const usage = `usage: hooksproxy <command> [flags]
 
 commands:
-  serve        run the proxy (default)          --config FILE (or HOOKSPROXY_CONFIG)
-  validate     check a config file, list every problem; exit 1 if any
+  serve        run the proxy (default)
+  validate     check a config file and the flags serve would use; list every problem, exit 1 if any
   demo         run with an embedded scripted upstream and example policies (no API key)
   conformance  run the AGENT-HOOKS conformance vectors end to end over HTTP
                [--vectors DIR] [--json] [--seam host-api|transparent|both] [--wire plain|stream|both]
   version      print the version
+  help         print this text
+
+serve and validate flags (each also read from its environment variable):
+  --config FILE          HOOKSPROXY_CONFIG
+  --listen HOST:PORT     HOOKSPROXY_LISTEN      overrides the config's listen
+  --log-format text|json HOOKSPROXY_LOG_FORMAT  (default text)
+  --log-level LEVEL      HOOKSPROXY_LOG_LEVEL   debug, info, warn, error (default info)
+
+"hooksproxy <command> --help" lists a command's flags.
 `
 
 // version is set with -ldflags "-X main.version=...".
@@ -47,7 +56,10 @@ var version = "dev"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	switch {
+	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
+		cmd, args = "help", nil
+	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -62,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "version":
 		fmt.Fprintln(stdout, "hooksproxy", version)
 		return 0
-	case "help", "-h", "--help":
+	case "help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
@@ -74,12 +86,44 @@ type commonFlags struct {
 	config    string
 	logFormat string
 	logLevel  string
+	listen    string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", os.Getenv("HOOKSPROXY_CONFIG"), "config file (env HOOKSPROXY_CONFIG)")
 	fs.StringVar(&c.logFormat, "log-format", envOr("HOOKSPROXY_LOG_FORMAT", "text"), "log format: text or json (env HOOKSPROXY_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("HOOKSPROXY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env HOOKSPROXY_LOG_LEVEL)")
+}
+
+// registerListen adds --listen (env HOOKSPROXY_LISTEN) with default def.
+func (c *commonFlags) registerListen(fs *flag.FlagSet, def, usage string) {
+	fs.StringVar(&c.listen, "listen", envOr("HOOKSPROXY_LISTEN", def), usage+" (env HOOKSPROXY_LISTEN)")
+}
+
+// check reports a flag (or its environment variable) that serve would
+// refuse, so validate and serve agree on them.
+func (c *commonFlags) check() error {
+	if _, err := c.logger(io.Discard); err != nil {
+		return err
+	}
+	if c.listen != "" {
+		if err := config.CheckListen(c.listen); err != nil {
+			return fmt.Errorf("--listen (env HOOKSPROXY_LISTEN) %q: %w", c.listen, err)
+		}
+	}
+	return nil
+}
+
+// parseFlags parses args. stop is true when the command must end here with
+// exit code code: 0 after -h (the flags are printed), 2 for a bad flag.
+func parseFlags(fs *flag.FlagSet, args []string) (code int, stop bool) {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return 0, true
+	case err != nil:
+		return 2, true
+	}
+	return 0, false
 }
 
 func envOr(k, d string) string {
@@ -92,13 +136,13 @@ func envOr(k, d string) string {
 func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
+		return nil, fmt.Errorf("--log-level (env HOOKSPROXY_LOG_LEVEL): %w", err)
 	}
 	// The audit handler redacts payload-shaped attributes, so a careless
 	// log call cannot leak a denied payload.
 	h, err := audit.NewLogHandler(w, c.logFormat, lvl)
 	if err != nil {
-		return nil, fmt.Errorf("--log-format: %w", err)
+		return nil, fmt.Errorf("--log-format (env HOOKSPROXY_LOG_FORMAT): %w", err)
 	}
 	return slog.New(h), nil
 }
@@ -108,8 +152,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var c commonFlags
 	c.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return 2
+	c.registerListen(fs, "", "the listen address serve would use instead of the config's")
+	if code, stop := parseFlags(fs, args); stop {
+		return code
 	}
 	if c.config == "" && fs.NArg() == 1 {
 		c.config = fs.Arg(0)
@@ -118,7 +163,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hooksproxy validate: --config FILE is required")
 		return 2
 	}
-	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil))
+	if err := c.check(); err != nil {
+		fmt.Fprintln(stderr, "hooksproxy validate:", err)
+		return 2
+	}
+	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil), envExtra(app.Getenv))
 	if err != nil {
 		var ps *config.Problems
 		if errors.As(err, &ps) {
@@ -127,6 +176,15 @@ func validate(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		fmt.Fprintf(stderr, "%s: %v\n", c.config, err)
+		return 1
+	}
+	probs, warns := approvalChecks(cfg, app.Getenv)
+	if len(warns) > 0 {
+		fmt.Fprintln(stderr, (&config.Problems{File: c.config, List: warns}).Error())
+	}
+	if len(probs) > 0 {
+		fmt.Fprintln(stderr, (&config.Problems{File: c.config, List: probs}).Error())
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, len(probs))
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d bindings, mode %s, profile %s)\n", c.config, len(cfg.Hooks.Bindings()), cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
@@ -138,8 +196,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var c commonFlags
 	c.register(fs)
-	listen := fs.String("listen", "", "override the config's listen address")
-	if err := fs.Parse(args); err != nil {
+	c.registerListen(fs, "", "override the config's listen address")
+	if code, stop := parseFlags(fs, args); stop {
+		return code
+	}
+	if err := c.check(); err != nil {
+		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 2
 	}
 	log, err := c.logger(stderr)
@@ -153,7 +215,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rt, err := startRuntime(ctx, c.config, *listen, log, nil)
+	rt, err := startRuntime(ctx, c.config, c.listen, log, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 1
@@ -178,10 +240,16 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	base := app.Options{Logger: log, Extra: append(extra, consoleExtra(wiring))}
+	base := app.Options{Logger: log, Extra: append(extra, consoleExtra(wiring), envExtra(app.Getenv))}
 	cfg, err := app.Load(path, base)
 	if err != nil {
 		return nil, err
+	}
+	// What validate refuses about approvals, serve warns about: the
+	// config is valid, but approvals would not work as written.
+	probs, warns := approvalChecks(cfg, app.Getenv)
+	for _, pr := range append(probs, warns...) {
+		log.Warn(pr.Msg, "config", path, "line", pr.Line, "path", pr.Path)
 	}
 	if err := wiring.openSinks(cfg); err != nil {
 		return nil, err

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// writeConfig writes a config file; base holds lines 1-4 and the bindings
+// start at line 8.
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "hp.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const baseConfig = `upstream:
+  base_url: http://127.0.0.1:1
+agent:
+  id: a
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - {id: allow, kind: hooksproxy.allow_all}
+`
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"-help"}, {"help"}} {
+		out, errs, code := runCmd(t, args...)
+		if code != 0 || !strings.Contains(out, "commands:") || !strings.Contains(out, "validate") ||
+			!strings.Contains(out, "conformance") || !strings.Contains(out, "HOOKSPROXY_LISTEN") || errs != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, out, errs)
+		}
+	}
+	for _, cmd := range []string{"serve", "validate", "demo", "conformance"} {
+		_, errs, code := runCmd(t, cmd, "--help")
+		if code != 0 || !strings.Contains(errs, "-config") && !strings.Contains(errs, "-vectors") {
+			t.Errorf("%s --help: exit %d, stderr %q", cmd, code, errs)
+		}
+	}
+}
+
+// TestValidate runs validate against configs and the environment serve
+// would see, and pins what it reports.
+func TestValidate(t *testing.T) {
+	console := func(timeout, approvalMS string) string {
+		c := "resolvers:\n  approvers: {kind: hooksproxy.console, config: {" + timeout + "}}\n" + strings.Replace(baseConfig,
+			"  bindings:", "  configuration:\n    approval: {resolver: approvers}\n"+approvalMS+"  bindings:", 1)
+		return c
+	}
+	tests := []struct {
+		name   string
+		config string
+		env    map[string]string
+		code   int
+		want   []string // lines of stderr, each a substring match in order
+	}{
+		{"ok", baseConfig, nil, 0, nil},
+		{"unset upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: NOPE_NOT_SET_KEY\n", 1), nil, 1,
+			[]string{"hp.yaml:3: upstream.api_key_env: env var NOPE_NOT_SET_KEY is unset or empty", "1 problem(s)"}},
+		{"set upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: HP_TEST_KEY\n", 1), map[string]string{"HP_TEST_KEY": "sk-1"}, 0, nil},
+		{"bad log format env", baseConfig, map[string]string{"HOOKSPROXY_LOG_FORMAT": "bogus"}, 2, []string{"HOOKSPROXY_LOG_FORMAT"}},
+		{"bad log level env", baseConfig, map[string]string{"HOOKSPROXY_LOG_LEVEL": "loud"}, 2, []string{"HOOKSPROXY_LOG_LEVEL"}},
+		{"bad listen env", baseConfig, map[string]string{"HOOKSPROXY_LISTEN": "nowhere"}, 2, []string{"HOOKSPROXY_LISTEN", "host:port"}},
+		{"console timeout over the default bound", console("timeout: 30s", ""), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
+			[]string{"hp.yaml:2: resolvers.approvers.config.timeout: timeout 30s exceeds hooks.configuration.timeouts.approval_resolver_ms (5000 ms", "an approver would get 5s", "1 problem(s)"}},
+		{"console timeout over an explicit bound", console("timeout: 10m", "    timeouts: {approval_resolver_ms: 60000}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
+			[]string{"timeout 10m0s exceeds", "(60000 ms", "at least 600000"}},
+		{"console timeout within the bound", console("timeout: 10m", "    timeouts: {approval_resolver_ms: 600000}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 0, nil},
+		{"console unbounded", console("timeout: 10m", "    timeouts: {approval_resolver_ms: null}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 0, nil},
+		{"console without admin token", console("", ""), nil, 0,
+			[]string{"hp.yaml:2: resolvers.approvers: warning: the console resolver can never be decided: HOOKSPROXY_ADMIN_TOKEN (admin.token_env) is unset"}},
+		{"every binding problem", `upstream: {base_url: http://127.0.0.1:1}
+agent: {id: a}
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - id: c
+      kind: hooksproxy.content
+      config:
+        deny: [ok, "(a"]
+        redact:
+          - "[b"
+        packs: {secrets: block}
+    - id: t
+      kind: hooksproxy.tools
+      config: {deny: ["[x"], escalate: ["ok", "[y"]}
+    - id: r
+      kind: hooksproxy.rules
+      config:
+        rules:
+          - match: {input.content: {regex: "(?i)danger", flags: i}, "input..content": x}
+            return: {decision: deny}
+    - id: cel
+      kind: hooksproxy.cel
+      config:
+        rules:
+          - {when: "ctx.a ==", verdict: {decision: allow}}
+          - {when: "1 + 2", verdict: {decision: allow}}
+    - id: w
+      kind: hooksproxy.webhook
+      config: {url: "http://h/", verdict_path: "a[["}
+`, nil, 1, []string{
+			"hp.yaml:9: hooks.bindings[0].config.deny[1]: declaration_error:binding_rejected: kind \"hooksproxy.content\" refused binding \"c\": config.deny[1]: invalid regex",
+			"hp.yaml:11: hooks.bindings[0].config.redact[0]: ",
+			"hp.yaml:12: hooks.bindings[0].config.packs.secrets: ",
+			"hp.yaml:15: hooks.bindings[1].config.deny[0]: ",
+			"hp.yaml:15: hooks.bindings[1].config.escalate[1]: ",
+			`hp.yaml:20: hooks.bindings[2].config.rules[0].match["input.content"].flags: `,
+			`hp.yaml:20: hooks.bindings[2].config.rules[0].match["input..content"]: `,
+			"hp.yaml:26: hooks.bindings[3].config.rules[0].when: ",
+			"hp.yaml:27: hooks.bindings[3].config.rules[1].when: ",
+			"hp.yaml:30: hooks.bindings[4].config.verdict_path: ",
+			"10 problem(s)",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, k := range []string{"HOOKSPROXY_LOG_FORMAT", "HOOKSPROXY_LOG_LEVEL", "HOOKSPROXY_LISTEN", "HOOKSPROXY_ADMIN_TOKEN", "HOOKSPROXY_CONFIG"} {
+				t.Setenv(k, "")
+			}
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			path := writeConfig(t, tt.config)
+			out, errs, code := runCmd(t, "validate", "--config", path)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout %s\nstderr %s", code, tt.code, out, errs)
+			}
+			if (code == 0) != strings.Contains(out, ": ok (") {
+				t.Errorf("stdout %q", out)
+			}
+			lines := strings.Split(strings.TrimSuffix(strings.ReplaceAll(errs, path, "hp.yaml"), "\n"), "\n")
+			if errs == "" {
+				lines = nil
+			}
+			if len(tt.want) == 0 && len(lines) > 0 {
+				t.Fatalf("stderr %q, want none", errs)
+			}
+			at := 0
+			for _, w := range tt.want {
+				for at < len(lines) && !strings.Contains(lines[at], w) {
+					at++
+				}
+				if at == len(lines) {
+					t.Fatalf("stderr lacks %q in order:\n%s", w, strings.Join(lines, "\n"))
+				}
+			}
+		})
+	}
+}
+
+// TestValidateAgreesWithServe: what validate reports about the upstream
+// key, serve refuses with the same message.
+func TestValidateAgreesWithServe(t *testing.T) {
+	t.Setenv("HOOKSPROXY_LOG_FORMAT", "")
+	path := writeConfig(t, strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: NOPE_NOT_SET_KEY\n", 1))
+	const msg = ":3: upstream.api_key_env: env var NOPE_NOT_SET_KEY is unset or empty"
+	_, verr, vcode := runCmd(t, "validate", "--config", path)
+	_, serr, scode := runCmd(t, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	if vcode != 1 || scode != 1 || !strings.Contains(verr, path+msg) || !strings.Contains(serr, path+msg) {
+		t.Fatalf("validate %d %q; serve %d %q", vcode, verr, scode, serr)
+	}
+	t.Setenv("HOOKSPROXY_LOG_FORMAT", "bogus")
+	_, verr, vcode = runCmd(t, "validate", "--config", path)
+	_, serr, scode = runCmd(t, "serve", "--config", path)
+	if vcode != 2 || scode != 2 || !strings.Contains(verr, "HOOKSPROXY_LOG_FORMAT") || !strings.Contains(serr, "HOOKSPROXY_LOG_FORMAT") {
+		t.Fatalf("log format: validate %d %q; serve %d %q", vcode, verr, scode, serr)
+	}
+}
+
+func TestListenEnv(t *testing.T) {
+	tests := []struct {
+		env, args, want string
+	}{
+		{"", "", ""},
+		{"127.0.0.1:9999", "", "127.0.0.1:9999"},
+		{"127.0.0.1:9999", "--listen=127.0.0.1:7", "127.0.0.1:7"},
+	}
+	for _, tt := range tests {
+		t.Setenv("HOOKSPROXY_LISTEN", tt.env)
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		var c commonFlags
+		c.registerListen(fs, "", "listen")
+		var args []string
+		if tt.args != "" {
+			args = []string{tt.args}
+		}
+		if err := fs.Parse(args); err != nil || c.listen != tt.want {
+			t.Errorf("env %q args %q: listen %q (%v), want %q", tt.env, tt.args, c.listen, err, tt.want)
+		}
+	}
+}
+
+// TestServeWarnsAboutApprovals: serve starts with an undecidable console
+// or a capped resolver timeout, and says so in its log.
+func TestServeWarnsAboutApprovals(t *testing.T) {
+	t.Setenv("HOOKSPROXY_ADMIN_TOKEN", "")
+	cfg := "resolvers:\n  approvers: {kind: hooksproxy.console, config: {timeout: 30s}}\n" +
+		strings.Replace(baseConfig, "  bindings:", "  configuration:\n    approval: {resolver: approvers}\n  bindings:", 1)
+	path := writeConfig(t, cfg)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := startRuntime(ctx, path, "127.0.0.1:0", log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	rt.wait(ctx)
+	for _, want := range []string{"level=WARN msg=\"timeout 30s exceeds", "path=resolvers.approvers.config.timeout", "can never be decided: HOOKSPROXY_ADMIN_TOKEN"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
