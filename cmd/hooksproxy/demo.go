@@ -43,7 +43,13 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
-	c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
+	// The demo is quieter than serve by default; a --log-level given on
+	// the command line still wins.
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "log-level" })
+	if !explicit {
+		c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
+	}
 	log, err := c.logger(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "hooksproxy:", err)
