@@ -130,6 +130,41 @@ func validHeaderName(s string) bool {
 // ErrWebhook marks webhook transport and protocol failures.
 var ErrWebhook = errors.New("webhook failed")
 
+// webhookError is a webhook failure with a payload-free class for the
+// interceptor_failed message (points.FailureClasser); it wraps ErrWebhook
+// and the cause, whose text (a URL, a transport detail) stays in logs.
+type webhookError struct {
+	class string
+	cause error
+}
+
+func (e *webhookError) Error() string {
+	if e.cause != nil {
+		return ErrWebhook.Error() + ": " + e.class + ": " + e.cause.Error()
+	}
+	return ErrWebhook.Error() + ": " + e.class
+}
+
+func (e *webhookError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrWebhook, e.cause}
+	}
+	return []error{ErrWebhook}
+}
+
+// FailureClass implements points.FailureClasser.
+func (e *webhookError) FailureClass() string { return "webhook " + e.class }
+
+func webhookFailed(class string, cause error) error { return &webhookError{class: class, cause: cause} }
+
+// transportClass names a failed call without its URL or address.
+func transportClass(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "call timed out"
+	}
+	return "unreachable"
+}
+
 // Intercept POSTs the context and parses the answer. Transport errors,
 // timeouts, non-2xx statuses, oversize or non-JSON answers and a missing
 // verdict are errors (interceptor_failed); an answer that is JSON but not
@@ -156,7 +191,7 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 	defer cancel()
 	req, err := http.NewRequestWithContext(cctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return points.Verdict{}, fmt.Errorf("%w: building request: %w", ErrWebhook, err)
+		return points.Verdict{}, webhookFailed("request could not be built", err)
 	}
 	for k, v := range w.headers {
 		req.Header[k] = v
@@ -165,27 +200,27 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 	req.Header.Set("Accept", "application/json")
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return points.Verdict{}, fmt.Errorf("%w: %w", ErrWebhook, err)
+		return points.Verdict{}, webhookFailed(transportClass(err), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookAnswer+1))
 	if err != nil {
-		return points.Verdict{}, fmt.Errorf("%w: reading answer: %w", ErrWebhook, err)
+		return points.Verdict{}, webhookFailed("answer could not be read", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return points.Verdict{}, fmt.Errorf("%w: status %d", ErrWebhook, resp.StatusCode)
+		return points.Verdict{}, webhookFailed(fmt.Sprintf("answered status %d", resp.StatusCode), nil)
 	}
 	if len(data) > MaxWebhookAnswer {
-		return points.Verdict{}, fmt.Errorf("%w: answer exceeds %d bytes", ErrWebhook, MaxWebhookAnswer)
+		return points.Verdict{}, webhookFailed(fmt.Sprintf("answer exceeds %d bytes", MaxWebhookAnswer), nil)
 	}
 	if !gjson.ValidBytes(data) {
-		return points.Verdict{}, fmt.Errorf("%w: answer is not JSON", ErrWebhook)
+		return points.Verdict{}, webhookFailed("answer is not JSON", nil)
 	}
 	raw := data
 	if w.hasVerdictPath {
 		r, ok := w.verdictPath.lookup(gjson.ParseBytes(data))
 		if !ok {
-			return points.Verdict{}, fmt.Errorf("%w: answer has no verdict at verdict_path", ErrWebhook)
+			return points.Verdict{}, webhookFailed("answer has no verdict at verdict_path", nil)
 		}
 		raw = []byte(r.Raw)
 	}

@@ -113,16 +113,17 @@ func TestWebhook(t *testing.T) {
 	failures := []struct {
 		name, cfg      string
 		verdictInvalid bool
+		class          string // the payload-free message the emitter records
 	}{
-		{"500", `{"url":"` + srv.URL + `/500"}`, false},
-		{"garbage", `{"url":"` + srv.URL + `/garbage"}`, false},
-		{"no verdict at verdict_path", `{"url":"` + srv.URL + `/opa-undefined","verdict_path":"result"}`, false},
-		{"redirect not followed", `{"url":"` + srv.URL + `/redirect"}`, false},
-		{"too big", `{"url":"` + srv.URL + `/big"}`, false},
-		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, false},
-		{"connection refused", `{"url":"http://127.0.0.1:1/"}`, false},
-		{"invalid verdict", `{"url":"` + srv.URL + `/invalid"}`, true},
-		{"reserved reason", `{"url":"` + srv.URL + `/reserved"}`, true},
+		{"500", `{"url":"` + srv.URL + `/500"}`, false, "webhook answered status 500"},
+		{"garbage", `{"url":"` + srv.URL + `/garbage"}`, false, "webhook answer is not JSON"},
+		{"no verdict at verdict_path", `{"url":"` + srv.URL + `/opa-undefined","verdict_path":"result"}`, false, "webhook answer has no verdict at verdict_path"},
+		{"redirect not followed", `{"url":"` + srv.URL + `/redirect"}`, false, "webhook answered status 307"},
+		{"too big", `{"url":"` + srv.URL + `/big"}`, false, ""},
+		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, false, "webhook call timed out"},
+		{"connection refused", `{"url":"http://127.0.0.1:1/"}`, false, "webhook unreachable"},
+		{"invalid verdict", `{"url":"` + srv.URL + `/invalid"}`, true, ""},
+		{"reserved reason", `{"url":"` + srv.URL + `/reserved"}`, true, ""},
 	}
 	for _, f := range failures {
 		t.Run(f.name, func(t *testing.T) {
@@ -136,6 +137,10 @@ func TestWebhook(t *testing.T) {
 			}
 			if !f.verdictInvalid && !errors.Is(err, ErrWebhook) {
 				t.Fatalf("err %v does not wrap ErrWebhook", err)
+			}
+			var fc points.FailureClasser
+			if f.class != "" && (!errors.As(err, &fc) || fc.FailureClass() != f.class || strings.Contains(fc.FailureClass(), srv.URL)) {
+				t.Fatalf("failure class of %v = %v, want %q", err, fc, f.class)
 			}
 		drain:
 			for {

@@ -528,7 +528,7 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		}
 		if a.err != nil && errors.Is(a.err, context.DeadlineExceeded) && (cctx.Err() == nil || ctx.Err() != nil) {
 			// A deadline of the interceptor's own, or the caller's: not ours.
-			return hostError(ReasonInterceptorFailed, fmt.Sprintf("interceptor returned %T", a.err))
+			return hostError(ReasonInterceptorFailed, failureMessage(a.err))
 		}
 		return e.mapAnswer(a.v, a.err)
 	case <-cctx.Done():
@@ -578,7 +578,7 @@ func (e *Emitter) mapAnswer(v Verdict, err error) Verdict {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return hostError(ReasonInterceptorTimeout, "")
 		}
-		return hostError(ReasonInterceptorFailed, fmt.Sprintf("interceptor returned %T", err))
+		return hostError(ReasonInterceptorFailed, failureMessage(err))
 	}
 	if err := v.Validate(); err != nil {
 		var ve *VerdictError
@@ -588,6 +588,16 @@ func (e *Emitter) mapAnswer(v Verdict, err error) Verdict {
 		return hostError(ReasonVerdictInvalid, "")
 	}
 	return v
+}
+
+// failureMessage describes an interceptor's error without payload: its
+// FailureClass when it has one, its type otherwise.
+func failureMessage(err error) string {
+	var fc FailureClasser
+	if errors.As(err, &fc) {
+		return fc.FailureClass()
+	}
+	return fmt.Sprintf("interceptor returned %T", err)
 }
 
 func isSynthesized(v Verdict) bool { return IsHostError(v.Reason) }

@@ -369,3 +369,26 @@ func BenchmarkBuild(b *testing.B) {
 		})
 	}
 }
+
+type classedErr struct{ secret string }
+
+func (e classedErr) Error() string        { return "failed on " + e.secret }
+func (e classedErr) FailureClass() string { return "backend answered status 500" }
+
+func TestInterceptorFailureMessageIsPayloadFree(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("wrapped: %w", classedErr{secret: "sk-live-123"}), "backend answered status 500"},
+		{errors.New("leaks sk-live-123"), "interceptor returned *errors.errorString"},
+	} {
+		e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "a", Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) {
+			return Verdict{}, tc.err
+		})}}})
+		res := e.Emit(context.Background(), testSession(), OutputEvent(json.RawMessage(`"x"`)))
+		if res.Proceed || res.Verdict.Reason != string(ReasonInterceptorFailed) || res.Verdict.Message != tc.want || res.Record.Verdict.Message != tc.want {
+			t.Fatalf("%v: verdict %+v record %+v", tc.err, res.Verdict, res.Record.Verdict)
+		}
+	}
+}

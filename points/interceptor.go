@@ -124,3 +124,13 @@ type RedactorFunc func(ctx context.Context, raw []byte) ([]byte, error)
 func (f RedactorFunc) Redact(ctx context.Context, raw []byte) ([]byte, error) { return f(ctx, raw) }
 
 func asTransformError(err error, target **TransformError) bool { return errors.As(err, target) }
+
+// FailureClasser is an interceptor error that can say what failed without
+// any payload: its FailureClass ("webhook answered status 500") becomes
+// the message of the interceptor_failed deny, which reaches records and
+// the client's error body. Any other error is described by its type only,
+// since its text may quote the context.
+type FailureClasser interface {
+	error
+	FailureClass() string
+}
