@@ -626,10 +626,13 @@ func checkChatRequest(body []byte) string {
 	}
 	// gjson reads the first of two equal member names and the upstream
 	// most likely the last, so a duplicate would let the model act on a
-	// value no point judged; the same check rejects what a context could
-	// not carry (bad UTF-8, lone surrogates, overflowing numbers, depth).
-	if err := points.CheckEncoding(body, 0); err != nil {
-		return "request body is not acceptable JSON: " + err.Error()
+	// value no point judged. Only the top level is checked here, in a
+	// pass that skips over values: whatever a context carries (messages,
+	// tools) is checked whole when the context is validated, and fails
+	// closed there (context_invalid), so a big history is not scanned
+	// twice.
+	if name, dup := duplicateMember(body); dup {
+		return "request body has the member " + strconv.Quote(name) + " more than once"
 	}
 	msgs := root.Get("messages")
 	if !msgs.Exists() {
@@ -708,6 +711,24 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }
+
+// duplicateMember reports a member name that occurs twice in the object
+// obj (already valid JSON), comparing names unescaped.
+func duplicateMember(obj []byte) (string, bool) {
+	var seen []string
+	dup, found := "", false
+	points.ForEachMember(obj, func(name string, _ []byte) bool {
+		for _, s := range seen {
+			if s == name {
+				dup, found = name, true
+				return false
+			}
+		}
+		seen = append(seen, name)
+		return true
+	})
+	return dup, found
+}
 
 // hasText reports whether an answer text (JSON) is a non-empty string.
 func hasText(text []byte) bool {

@@ -220,12 +220,17 @@ func TestDuplicateMemberNamesAreRefused(t *testing.T) {
 		`{"model":"m","messages":[{"role":"user","content":"hi"}],"messages":[{"role":"user","content":"deny-in"}]}`,
 		`{"model":"m","model":"other","messages":[{"role":"user","content":"hi"}]}`,
 		`{"model":"m","n":1,"n":2,"messages":[{"role":"user","content":"hi"}]}`,
-		`{"model":"m","messages":[{"role":"user","content":"hi","content":"deny-in"}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"messa\u0067es":[{"role":"user","content":"deny-in"}]}`,
 	} {
 		r, b := post(t, p.URL, body)
 		if r.StatusCode != 400 || gjson.GetBytes(b, "error.type").Str != "invalid_request_error" {
 			t.Fatalf("%s: %d %s", body, r.StatusCode, b)
 		}
+	}
+	// Nested duplicates fail closed where the context is validated.
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"hi","content":"deny-in"}]}`)
+	if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != "host_error:context_invalid" {
+		t.Fatalf("nested duplicate: %d %s", r.StatusCode, b)
 	}
 	if len(got()) != 0 {
 		t.Fatal("a refused request reached the upstream")
