@@ -37,13 +37,21 @@ func (c *Context) Point() Point { return c.point }
 // result shares Raw's memory, so Raw must not be modified while it is used.
 func (c *Context) Get(path string) gjson.Result {
 	head, rest, nested := strings.Cut(path, ".")
-	if len(c.raw) < indexContextsFrom || !plainName(head) {
-		// A small context is read faster than it is indexed; escapes,
-		// wildcards and modifiers need gjson's whole path syntax.
+	if !plainName(head) {
+		// Escapes, wildcards and modifiers need gjson's whole path syntax.
 		return gjson.Get(c.view(), path)
 	}
-	c.once.Do(func() { c.top = envIndexInto(make(envMembers, 0, 16), c.raw) })
-	v := c.top.Raw(head)
+	var v string
+	if len(c.raw) < indexContextsFrom {
+		// A small context is read faster than it is indexed, and faster
+		// by the vectorised member walk than by gjson, which reads every
+		// string before the member (target comes after them all) a byte
+		// at a time: 2 KB, 1.2 µs against 0.3.
+		v = firstMember(c.raw, head)
+	} else {
+		c.once.Do(func() { c.top = envIndexInto(make(envMembers, 0, 16), c.raw) })
+		v = c.top.Raw(head)
+	}
 	if v == "" {
 		return gjson.Result{}
 	}
@@ -57,20 +65,25 @@ func (c *Context) Get(path string) gjson.Result {
 		if !plainName(name) || v[0] != '{' {
 			return gjson.Get(v, path) // array indexes, wildcards, modifiers
 		}
-		found := ""
-		ForEachMember(viewBytes(v), func(k string, val []byte) bool {
-			if k == name {
-				found = unsafe.String(unsafe.SliceData(val), len(val))
-				return false // the first, as gjson reads duplicates
-			}
-			return true
-		})
-		if found == "" {
+		if v = firstMember(viewBytes(v), name); v == "" {
 			return gjson.Result{}
 		}
-		v = found
 	}
 	return gjson.Parse(v)
+}
+
+// firstMember is the raw value of obj's first member called name, as a
+// view of obj, or "" (the first, as gjson reads duplicates).
+func firstMember(obj []byte, name string) string {
+	found := ""
+	ForEachMember(obj, func(k string, val []byte) bool {
+		if k == name {
+			found = unsafe.String(unsafe.SliceData(val), len(val))
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // Target returns the context's target member.

@@ -92,8 +92,14 @@ func TestContextGetMatchesGjson(t *testing.T) {
 		`"agent":{"id":"a\"1","framework":"fw"},"session":{"id":"s"},"model":{"id":"m","params":{"t":0.5}},` +
 		`"response":{"content":"long \"text\" \u00e9","tool_calls":[{"id":"c1","name":"n","args":{"k":[1,2]}}],"finish_reason":"stop"},` +
 		`"usage":{"prompt_tokens":12,"completion_tokens":7},"a.b":{"c":1},"dup":{"x":1,"x":2,"y":{"z":"\u0041"}},"target":{"content":"x","tool_calls":[],"finish_reason":"stop"}}`)
-	// Padded past indexContextsFrom so the index path is the one tested.
-	raw = append(raw[:len(raw)-1], []byte(`,"pad":"`+strings.Repeat("x", indexContextsFrom)+`"}`)...)
+	// As it is (the member walk) and padded past indexContextsFrom (the index).
+	padded := append(raw[:len(raw)-1:len(raw)-1], []byte(`,"pad":"`+strings.Repeat("x", indexContextsFrom)+`"}`)...)
+	for _, raw := range [][]byte{raw, padded} {
+		testContextGet(t, raw)
+	}
+}
+
+func testContextGet(t *testing.T, raw []byte) {
 	c := &Context{raw: raw, point: PostModelCall}
 	for _, p := range []string{"spec", "sequence", "agent.id", "agent", "model.params.t", "response.content", "response.tool_calls.0.args.k.1",
 		"response.tool_calls.#", "response.tool_calls.#.id", "usage.prompt_tokens", "missing", "missing.x", "target", `a\.b.c`, "agent.*", "response.tool_calls|@reverse", "",
@@ -124,4 +130,31 @@ func TestTargetBytes(t *testing.T) {
 			t.Fatalf("%s: got %q, want %q", raw, got, want.Raw)
 		}
 	}
+}
+
+// FuzzContextGet: Get reads what gjson reads, on any valid context object,
+// whether it walks members or indexes them.
+func FuzzContextGet(f *testing.F) {
+	f.Add(`{"a":{"b":"x\"y","c":[1,{"d":2}]},"target":{"t":"\u00e9"}}`, "a.b")
+	f.Add(`{"dup":{"x":1,"x":2},"target":"s"}`, "dup.x")
+	f.Add(`{"a":{"b":{"c":null}}}`, "a.b.c.d")
+	f.Add(`{"a b":1,"target":[true]}`, "target")
+	f.Fuzz(func(t *testing.T, doc, path string) {
+		raw := []byte(doc)
+		if CheckEncoding(raw, 0) != nil || !gjson.ParseBytes(raw).IsObject() {
+			return
+		}
+		docs := [][]byte{raw}
+		if t := bytes.TrimSpace(raw); t[len(t)-1] == '}' && !bytes.Equal(bytes.Join(bytes.Fields(t), nil), []byte("{}")) {
+			// The same members, past the size from which Get indexes them.
+			docs = append(docs, append(t[:len(t)-1:len(t)-1], []byte(`,"zz_pad":"`+strings.Repeat("p", indexContextsFrom)+`"}`)...))
+		}
+		for _, r := range docs {
+			c := &Context{raw: r, point: Output}
+			got, want := c.Get(path), gjson.GetBytes(r, path)
+			if got.Raw != want.Raw || got.Type != want.Type || got.Exists() != want.Exists() {
+				t.Fatalf("Get(%q) on %q = %q, gjson %q", path, r, got.Raw, want.Raw)
+			}
+		}
+	})
 }
