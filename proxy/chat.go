@@ -171,7 +171,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// the same turn going on. Any other request is judged, whatever its
 	// last message, so that a trailing system or assistant message, or
 	// results for calls the proxy never saw, cannot skip the point.
-	msgs := gjson.Get(view(body), "messages").Array()
+	msgs := messagesOf(body)
 	if !s.continuesTurn(sess, msgs) {
 		for _, in := range turnInputs(msgs) {
 			content := msgs[in.index].Get("content").Raw
@@ -617,28 +617,39 @@ func (s *Server) putRead(b *bytes.Buffer) {
 // checkChatRequest validates the parts of a chat request the proxy relies
 // on; it returns a message for the client or "".
 func checkChatRequest(body []byte) string {
-	if !gjson.ValidBytes(body) {
-		return "request body is not valid JSON"
+	// One validating pass (vectorised over string bodies, several times
+	// gjson.Valid's speed on a long history) that also refuses duplicate
+	// member names at any depth: gjson reads the first of two equal names
+	// and the upstream most likely the last, so a duplicate would let the
+	// model act on a value no point judged.
+	if err := points.CheckEncoding(body, 0); err != nil {
+		return "request body is not acceptable JSON: " + err.Error()
 	}
-	root := gjson.Parse(view(body))
-	if !root.IsObject() {
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) == 0 || b[0] != '{' {
 		return "request body must be a JSON object"
 	}
-	// gjson reads the first of two equal member names and the upstream
-	// most likely the last, so a duplicate would let the model act on a
-	// value no point judged. Only the top level is checked here, in a
-	// pass that skips over values: whatever a context carries (messages,
-	// tools) is checked whole when the context is validated, and fails
-	// closed there (context_invalid), so a big history is not scanned
-	// twice.
-	if name, dup := duplicateMember(body); dup {
-		return "request body has the member " + strconv.Quote(name) + " more than once"
-	}
-	msgs := root.Get("messages")
-	if !msgs.Exists() {
+	// The top level in one walk that jumps over values: each gjson Get of
+	// a member after messages would read the whole history again.
+	var msgs, model, fns, fnCall, n []byte
+	points.ForEachMember(body, func(name string, v []byte) bool {
+		switch name {
+		case "messages":
+			msgs = v
+		case "model":
+			model = v
+		case "functions":
+			fns = v
+		case "function_call":
+			fnCall = v
+		case "n":
+			n = v
+		}
+		return true
+	})
+	if msgs == nil {
 		return "missing required parameter: 'messages'"
 	}
-	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+	if msgs[0] != '[' || len(bytes.TrimLeft(msgs[1:], " \t\r\n")) < 2 {
 		return "'messages' must be a non-empty array"
 	}
 	// A tool result must answer a call of an earlier assistant message:
@@ -647,24 +658,42 @@ func checkChatRequest(body []byte) string {
 	// too). Legacy function results have no id to pair them by.
 	bad := ""
 	var calls map[string]struct{}
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		if !m.IsObject() || m.Get("role").Type != gjson.String {
+	points.ForEachElement(msgs, func(m []byte) bool {
+		if m[0] != '{' {
 			bad = "each message must be an object with a string 'role'"
 			return false
 		}
-		switch m.Get("role").Str {
+		var role, toolCalls, toolCallID []byte
+		points.ForEachMember(m, func(name string, v []byte) bool {
+			switch name {
+			case "role":
+				role = v
+			case "tool_calls":
+				toolCalls = v
+			case "tool_call_id":
+				toolCallID = v
+			}
+			return true
+		})
+		if len(role) == 0 || role[0] != '"' {
+			bad = "each message must be an object with a string 'role'"
+			return false
+		}
+		switch gjson.ParseBytes(role).Str {
 		case "assistant":
-			m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
-				if id := c.Get("id"); id.Type == gjson.String && id.Str != "" {
-					if calls == nil {
-						calls = map[string]struct{}{}
+			if len(toolCalls) > 0 && toolCalls[0] == '[' {
+				points.ForEachElement(toolCalls, func(c []byte) bool {
+					if id := gjson.GetBytes(c, "id"); id.Type == gjson.String && id.Str != "" {
+						if calls == nil {
+							calls = map[string]struct{}{}
+						}
+						calls[id.Str] = struct{}{}
 					}
-					calls[id.Str] = struct{}{}
-				}
-				return true
-			})
+					return true
+				})
+			}
 		case "tool":
-			id := m.Get("tool_call_id")
+			id := gjson.ParseBytes(toolCallID)
 			if id.Type != gjson.String || id.Str == "" {
 				bad = "each 'tool' message must carry a string 'tool_call_id'"
 			} else if _, ok := calls[id.Str]; !ok {
@@ -678,15 +707,18 @@ func checkChatRequest(body []byte) string {
 	if bad != "" {
 		return bad
 	}
-	if m := root.Get("model"); m.Exists() && m.Type != gjson.String {
+	if model != nil && model[0] != '"' {
 		return "'model' must be a string"
 	}
-	for _, k := range []string{"functions", "function_call"} {
-		if v := root.Get(k); v.Exists() && v.Type != gjson.Null {
-			return "'" + k + "' (legacy function calling) is not mediated; use 'tools', which every tool point governs"
+	for _, kv := range []struct {
+		k string
+		v []byte
+	}{{"functions", fns}, {"function_call", fnCall}} {
+		if kv.v != nil && string(kv.v) != "null" {
+			return "'" + kv.k + "' (legacy function calling) is not mediated; use 'tools', which every tool point governs"
 		}
 	}
-	if n := root.Get("n"); n.Exists() && n.Type != gjson.Null && n.Int() != 1 {
+	if n != nil && string(n) != "null" && gjson.ParseBytes(n).Int() != 1 {
 		return "hooksproxy mediates one choice per request: 'n' must be 1"
 	}
 	return ""
@@ -711,24 +743,6 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }
-
-// duplicateMember reports a member name that occurs twice in the object
-// obj (already valid JSON), comparing names unescaped.
-func duplicateMember(obj []byte) (string, bool) {
-	var seen []string
-	dup, found := "", false
-	points.ForEachMember(obj, func(name string, _ []byte) bool {
-		for _, s := range seen {
-			if s == name {
-				dup, found = name, true
-				return false
-			}
-		}
-		seen = append(seen, name)
-		return true
-	})
-	return dup, found
-}
 
 // hasText reports whether an answer text (JSON) is a non-empty string.
 func hasText(text []byte) bool {

@@ -19,29 +19,56 @@ import (
 // carries tool_calls gets content: null). The bytes are shared with the
 // body unless a message needs patching.
 func projectMessages(body []byte) []byte {
-	msgs := gjson.Get(view(body), "messages")
-	raw := []byte(msgs.Raw)
-	needs := false
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		if !m.Get("content").Exists() {
-			needs = true
-			return false
-		}
-		return true
-	})
-	if !needs {
-		return raw
-	}
-	out := append([]byte(nil), raw...)
+	raw := topMember(body, "messages")
+	var missing []int // messages without content
 	i := 0
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		if !m.Get("content").Exists() {
-			out, _ = sjson.SetRawBytes(out, strconv.Itoa(i)+".content", []byte("null"))
+	points.ForEachElement(raw, func(m []byte) bool {
+		has := false
+		points.ForEachMember(m, func(name string, _ []byte) bool {
+			has = name == "content"
+			return !has
+		})
+		if !has {
+			missing = append(missing, i)
 		}
 		i++
 		return true
 	})
+	if len(missing) == 0 {
+		return raw
+	}
+	out := append([]byte(nil), raw...)
+	for _, i := range missing {
+		out, _ = sjson.SetRawBytes(out, strconv.Itoa(i)+".content", []byte("null"))
+	}
 	return out
+}
+
+// messagesOf returns the request's messages, each a gjson view of its own
+// bytes, found by the member and element walks (one gjson pass over a
+// long history costs what several of these do).
+func messagesOf(body []byte) []gjson.Result {
+	var out []gjson.Result
+	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+		out = append(out, gjson.Parse(view(m)))
+		return true
+	})
+	return out
+}
+
+// topMember is the raw value of body's top-level member name, a view of
+// body (nil when absent), found by the member walk that jumps over string
+// bodies: a gjson read of a member after the messages reads them all.
+func topMember(body []byte, name string) []byte {
+	var found []byte
+	points.ForEachMember(body, func(k string, v []byte) bool {
+		if k == name {
+			found = v
+			return false
+		}
+		return true
+	})
+	return found
 }
 
 // toolDecls projects the request's tools to [{name, description?, schema?}].
@@ -312,15 +339,27 @@ func appendString(dst []byte, s string) []byte {
 // messages' tool_call_id and its assistant messages' tool_calls ids.
 func toolCallIDsIn(body []byte) []string {
 	var ids []string
-	gjson.Get(view(body), "messages").ForEach(func(_, m gjson.Result) bool {
-		switch m.Get("role").Str {
+	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+		var role, toolCallID, toolCalls []byte
+		points.ForEachMember(m, func(name string, v []byte) bool {
+			switch name {
+			case "role":
+				role = v
+			case "tool_call_id":
+				toolCallID = v
+			case "tool_calls":
+				toolCalls = v
+			}
+			return true
+		})
+		switch gjson.ParseBytes(role).Str {
 		case "tool":
-			if id := m.Get("tool_call_id").Str; id != "" {
+			if id := gjson.ParseBytes(toolCallID).Str; id != "" {
 				ids = append(ids, id)
 			}
 		case "assistant":
-			m.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
-				if id := tc.Get("id").Str; id != "" {
+			points.ForEachElement(toolCalls, func(c []byte) bool {
+				if id := gjson.GetBytes(c, "id").Str; id != "" {
 					ids = append(ids, id)
 				}
 				return true

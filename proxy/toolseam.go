@@ -178,9 +178,8 @@ func contentOf(v gjson.Result) string {
 	return v.Raw
 }
 
-// contentIs reports whether a role:tool message's content already says want.
-func contentIs(m gjson.Result, want string) bool {
-	c := m.Get("content")
+// contentIs reports whether a role:tool message's content c already says want.
+func contentIs(c gjson.Result, want string) bool {
 	if c.Type == gjson.String {
 		return c.Str == want
 	}
@@ -271,9 +270,9 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 // conversation. It returns the new body, or a blocking result when the run
 // must halt.
 func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess *session, body []byte) ([]byte, *points.Result) {
-	msgs := gjson.Get(view(body), "messages")
-	if !msgs.IsArray() {
-		return body, nil
+	msgs, tools := messageFields(body)
+	if !tools {
+		return body, nil // no tool call or result anywhere: nothing to do
 	}
 	// Emit post_tool_call for results seen for the first time, including
 	// results of calls this session never saw (checkChatRequest made sure
@@ -281,23 +280,23 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	if s.opts.TransparentToolSeam {
 		var first *points.Result
 		var calls map[string]seenCall
-		msgs.ForEach(func(_, m gjson.Result) bool {
-			switch m.Get("role").Str {
+		for _, m := range msgs {
+			switch m.role {
 			case "assistant":
-				m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+				m.toolCalls.ForEach(func(_, c gjson.Result) bool {
 					if calls == nil {
 						calls = map[string]seenCall{}
 					}
 					calls[c.Get("id").Str] = seenCall{name: c.Get("function.name").Str, argsRaw: c.Get("function.arguments").Str}
 					return true
 				})
-				return true
+				continue
 			case "tool":
 			default:
-				return true
+				continue
 			}
-			id := m.Get("tool_call_id").Str
-			value := toolResultValue(m.Get("content"))
+			id := m.toolCallID
+			value := toolResultValue(m.content)
 			var seen *seenCall
 			if c, ok := calls[id]; ok {
 				seen = &c
@@ -305,10 +304,9 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)
 			if ran && !res.Proceed && s.terminates(*res) {
 				first = res
-				return false
+				break
 			}
-			return true
-		})
+		}
 		if first != nil {
 			return nil, first
 		}
@@ -316,27 +314,29 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	// Rebuild the messages array only when something must change.
 	changed := false
 	sess.mu.Lock()
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		switch m.Get("role").Str {
+	for _, m := range msgs {
+		switch m.role {
 		case "tool":
-			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil && !contentIs(m, *tc.result) {
+			if tc := sess.tools[m.toolCallID]; tc != nil && tc.result != nil && !contentIs(m.content, *tc.result) {
 				changed = true
 			}
 		case "assistant":
-			m.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+			m.toolCalls.ForEach(func(_, c gjson.Result) bool {
 				if tc := sess.tools[c.Get("id").Str]; tc != nil && (len(tc.withheld) > 0 || (tc.proceed && tc.args != nil && c.Get("function.arguments").Str != argsString(gjson.ParseBytes(tc.args)))) {
 					changed = true
 				}
 				return true
 			})
 		}
-		return !changed
-	})
+		if changed {
+			break
+		}
+	}
 	if !changed {
 		sess.mu.Unlock()
 		return body, nil
 	}
-	out := make([]byte, 0, len(msgs.Raw)+512)
+	out := make([]byte, 0, len(body)+512)
 	out = append(out, '[')
 	n := 0
 	add := func(raw []byte) {
@@ -346,17 +346,17 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 		out = append(out, raw...)
 		n++
 	}
-	msgs.ForEach(func(_, m gjson.Result) bool {
-		raw := []byte(m.Raw)
-		switch m.Get("role").Str {
+	for _, m := range msgs {
+		raw := []byte(m.msg.Raw)
+		switch m.role {
 		case "tool":
-			if tc := sess.tools[m.Get("tool_call_id").Str]; tc != nil && tc.result != nil && !contentIs(m, *tc.result) {
+			if tc := sess.tools[m.toolCallID]; tc != nil && tc.result != nil && !contentIs(m.content, *tc.result) {
 				raw, _ = sjson.SetBytes(raw, "content", *tc.result)
 			}
 			add(raw)
 		case "assistant":
 			var spliced []string
-			calls := m.Get("tool_calls").Array()
+			calls := m.toolCalls.Array()
 			for i, c := range calls {
 				tc := sess.tools[c.Get("id").Str]
 				if tc == nil {
@@ -391,8 +391,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 		default:
 			add(raw)
 		}
-		return true
-	})
+	}
 	sess.mu.Unlock()
 	out = append(out, ']')
 	nb, err := sjson.SetRawBytes(body, "messages", out)
@@ -450,4 +449,39 @@ func toolResultValue(c gjson.Result) []byte {
 		}
 	}
 	return []byte(orNull(c.Raw))
+}
+
+// msgFields are the members of one request message the tool seam reads,
+// as views of the body.
+type msgFields struct {
+	msg                gjson.Result // the whole message
+	role, toolCallID   string
+	toolCalls, content gjson.Result
+}
+
+// messageFields reads every message's fields in one walk that jumps over
+// string bodies (gjson reads a long content a byte at a time, for every
+// member after it). tools reports whether any message is a tool result
+// or carries tool calls.
+func messageFields(body []byte) (ms []msgFields, tools bool) {
+	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+		f := msgFields{msg: gjson.Parse(view(m))}
+		points.ForEachMember(m, func(name string, v []byte) bool {
+			switch name {
+			case "role":
+				f.role = gjson.Parse(view(v)).Str
+			case "tool_call_id":
+				f.toolCallID = gjson.Parse(view(v)).Str
+			case "tool_calls":
+				f.toolCalls = gjson.Parse(view(v))
+			case "content":
+				f.content = gjson.Parse(view(v))
+			}
+			return true
+		})
+		tools = tools || f.role == "tool" || f.toolCalls.IsArray()
+		ms = append(ms, f)
+		return true
+	})
+	return ms, tools
 }
