@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -170,7 +168,7 @@ func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 	if err := ctx.Err(); err != nil {
 		return points.ApprovalResolution{}, fmt.Errorf("approvals: before queueing: %w", err)
 	}
-	if !gjson.ValidBytes(req.Context) {
+	if !points.ValidJSON(req.Context) {
 		return points.ApprovalResolution{}, fmt.Errorf("%w: context is not JSON", ErrBadRequest)
 	}
 	e := &entry{

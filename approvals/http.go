@@ -235,6 +235,9 @@ func (e *paramError) Error() string { return e.Msg }
 // echoed one must match (null only echoes null), so a page that shows the
 // identity can still pin the decision to the bytes on screen.
 func parseDecision(body []byte) (decisionBody, error) {
+	// gjson's validator recurses, but a decision body is at most
+	// MaxDecisionBody, far below what overflows a stack; it keeps the
+	// duplicate_member answer below for a repeated name.
 	if !gjson.ValidBytes(body) {
 		return decisionBody{}, &paramError{Code: "invalid_json", Msg: "The body is not valid JSON."}
 	}

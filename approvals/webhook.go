@@ -88,7 +88,7 @@ func requestBody(req points.ApprovalRequest) ([]byte, error) {
 	body, _ = sjson.SetRawBytes(body, "verdict", verdict)
 	ctx := bytes.TrimSpace(req.Context)
 	if len(ctx) > 0 {
-		if !gjson.ValidBytes(ctx) {
+		if !points.ValidJSON(ctx) {
 			return nil, fmt.Errorf("context is not JSON")
 		}
 		if body, err = sjson.SetRawBytes(body, "context", ctx); err != nil {
@@ -149,7 +149,7 @@ func (w *Webhook) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 // the reference SDKs.
 func parseResolution(data []byte, requested *string) (points.ApprovalResolution, error) {
 	data = bytes.TrimSpace(data)
-	if !gjson.ValidBytes(data) {
+	if !points.ValidJSON(data) {
 		return points.ApprovalResolution{}, fmt.Errorf("%w: answer is not JSON", ErrWebhook)
 	}
 	root := gjson.ParseBytes(data)

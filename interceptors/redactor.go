@@ -49,7 +49,7 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 	if err := ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	if !gjson.ValidBytes(raw) {
+	if !points.ValidJSON(raw) {
 		return nil, errInvalidContext
 	}
 	root := gjson.ParseBytes(raw)

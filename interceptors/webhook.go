@@ -213,7 +213,7 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 	if len(data) > MaxWebhookAnswer {
 		return points.Verdict{}, webhookFailed(fmt.Sprintf("answer exceeds %d bytes", MaxWebhookAnswer), nil)
 	}
-	if !gjson.ValidBytes(data) {
+	if !points.ValidJSON(data) {
 		return points.Verdict{}, webhookFailed("answer is not JSON", nil)
 	}
 	raw := data

@@ -120,7 +120,7 @@ func plainName(s string) bool {
 // ParseContext wraps wire JSON received from elsewhere (a test or a remote
 // host) after the §4 envelope check.
 func ParseContext(raw []byte) (*Context, error) {
-	if !gjson.ValidBytes(raw) {
+	if !ValidJSON(raw) {
 		return nil, fmt.Errorf("points: context is not valid JSON")
 	}
 	p, err := ParsePoint(gjson.GetBytes(raw, "interception_point").Str)
@@ -490,7 +490,7 @@ func envErr(path, problem string) error { return &EnvelopeError{Path: path, Prob
 // conditional members of the point with their types, the closed objects
 // of the per-point schemas, and target equal to the aliased member.
 func ValidateEnvelope(raw []byte) error {
-	if !gjson.ValidBytes(raw) {
+	if !ValidJSON(raw) {
 		return envErr("$", "not valid JSON")
 	}
 	return validateEnvelope(raw)

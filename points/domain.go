@@ -66,6 +66,14 @@ func CheckSize(raw []byte, maxBytes int) error {
 	return nil
 }
 
+// ValidJSON reports whether raw is one JSON value that CheckEncoding
+// accepts at DefaultMaxDepth. Unlike gjson.Valid it is bounded in depth
+// (its recursion stops at the bound), so it is the check for bytes that
+// come from a client, an upstream or a webhook: gjson's recursive
+// validator overflows the goroutine stack on a few MB of "[", which is a
+// fatal error no recover catches.
+func ValidJSON(raw []byte) bool { return validJSON(raw, DefaultMaxDepth, false) }
+
 // CheckEncoding is the provider-independent half of the value domain, the
 // Go equivalent of the reference core's JSON parse funnel. The emitter runs
 // it on every whole context (after CheckSize) whatever the identity

@@ -1025,7 +1025,7 @@ func safeRedact(ctx context.Context, r Redactor, raw []byte) (out []byte, err er
 		}
 	}()
 	out, err = r.Redact(ctx, raw)
-	if err == nil && !gjson.ValidBytes(out) {
+	if err == nil && !ValidJSON(out) {
 		err = fmt.Errorf("redactor returned invalid JSON")
 	}
 	return out, err

@@ -104,7 +104,7 @@ func invalid(format string, args ...any) *VerdictError {
 // Unknown members are ignored, as the reference core does.
 func ParseVerdict(raw []byte) (Verdict, error) {
 	raw = bytes.TrimSpace(raw)
-	if !gjson.ValidBytes(raw) {
+	if !ValidJSON(raw) {
 		return Verdict{}, invalid("verdict is not JSON")
 	}
 	root := gjson.ParseBytes(raw)
@@ -216,7 +216,7 @@ func (v Verdict) Validate() error {
 		if v.Decision != DecisionDeny {
 			return invalid("approval is permitted only on deny")
 		}
-		if !gjson.ValidBytes(v.Approval) || !gjson.ParseBytes(v.Approval).IsObject() {
+		if !ValidJSON(v.Approval) || !gjson.ParseBytes(v.Approval).IsObject() {
 			return invalid("approval must be an object")
 		}
 	}
@@ -234,7 +234,7 @@ func (v Verdict) Validate() error {
 			}
 			return &VerdictError{Reason: ReasonTransformInvalid, Detail: "transform.path rejected by the §5.2 grammar"}
 		}
-		if v.Transform.Value != nil && !gjson.ValidBytes(v.Transform.Value) {
+		if v.Transform.Value != nil && !ValidJSON(v.Transform.Value) {
 			return invalid("transform.value is not JSON")
 		}
 	}
@@ -247,7 +247,7 @@ func (v Verdict) Validate() error {
 }
 
 func checkEvidence(raw json.RawMessage) error {
-	if !gjson.ValidBytes(raw) {
+	if !ValidJSON(raw) {
 		return invalid("evidence is not JSON")
 	}
 	e := gjson.ParseBytes(raw)

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/hooksproxy/hooksproxy/points"
 	"github.com/hooksproxy/hooksproxy/sse"
 	"github.com/tidwall/gjson"
 )
@@ -296,7 +297,7 @@ func (s *ChatStream) Add(ev sse.Event) error {
 
 func newUpstreamStreamError(idx int, data []byte) *UpstreamStreamError {
 	e := &UpstreamStreamError{Event: idx, Data: slices.Clone(data)}
-	if !gjson.ValidBytes(data) {
+	if !points.ValidJSON(data) {
 		return e
 	}
 	obj := gjson.GetBytes(data, "error")
@@ -606,7 +607,7 @@ const (
 )
 
 func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
-	if !gjson.ValidBytes(data) {
+	if !points.ValidJSON(data) {
 		return false, &ChunkError{Event: ev, Reason: "data is not JSON"}
 	}
 	root := gjson.Parse(bytesToString(data))
@@ -1339,7 +1340,7 @@ type RederiveOptions struct {
 // fields have the wrong types, returns an error matching
 // ErrInvalidCompletion before anything is written.
 func RederiveChatStream(w io.Writer, completion []byte, opts RederiveOptions) error {
-	if !gjson.ValidBytes(completion) {
+	if !points.ValidJSON(completion) {
 		return fmt.Errorf("%w: not JSON", ErrInvalidCompletion)
 	}
 	var p rdPlan

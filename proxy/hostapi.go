@@ -46,7 +46,7 @@ func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, 
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body too large or unreadable", "request_too_large")
 		return gjson.Result{}, false
 	}
-	if !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
+	if !points.ValidJSON(b) || !gjson.ParseBytes(b).IsObject() {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body must be a JSON object", "invalid_request")
 		return gjson.Result{}, false
 	}

@@ -111,7 +111,7 @@ func toolDecls(body []byte) ([]byte, []string) {
 // argsObject turns an OpenAI arguments string into the object the contract
 // wants; anything that is not a JSON object is kept as raw_arguments.
 func argsObject(s string) []byte {
-	if gjson.Valid(s) {
+	if points.ValidJSON(bytesOf(s)) {
 		if r := gjson.Parse(s); r.IsObject() {
 			return compact([]byte(s))
 		}
@@ -374,6 +374,9 @@ func toolCallIDsIn(body []byte) []string {
 // writes a body or completion slice in place (sjson returns new slices), so
 // results stay valid.
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// bytesOf is view's inverse, for reading a string as bytes; never write it.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // setAnswerText writes a verdicted text back where answerText read it.
 // errAnswerShape: a transform left the answer text neither a string nor null.

@@ -444,7 +444,7 @@ func orEmptyObject(s string) string {
 // array is that value; any other string stays a string.
 func toolResultValue(c gjson.Result) []byte {
 	if c.Type == gjson.String {
-		if v := gjson.Parse(c.Str); (v.IsObject() || v.IsArray()) && gjson.Valid(c.Str) {
+		if v := gjson.Parse(c.Str); (v.IsObject() || v.IsArray()) && points.ValidJSON(bytesOf(c.Str)) {
 			return []byte(c.Str)
 		}
 	}

@@ -190,3 +190,41 @@ func TestMethodNotAllowedListsAllow(t *testing.T) {
 		t.Fatalf("%d Allow=%q", resp.StatusCode, resp.Header.Get("Allow"))
 	}
 }
+
+// TestDeepNestingDoesNotCrash: gjson's recursive validator overflows the
+// goroutine stack (a fatal error, not a panic) on a few MB of "["; every
+// entrance of untrusted JSON must be depth-bounded.
+func TestDeepNestingDoesNotCrash(t *testing.T) {
+	deep := strings.Repeat("[", 6<<20)
+	upDeep := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: "+deep+"\n\ndata: [DONE]\n\n")
+	}))
+	defer upDeep.Close()
+	up, _ := seqUpstream(t, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_d","type":"function","function":{"name":"f","arguments":"`+deep+`"}}]},"finish_reason":"tool_calls"}]}`)
+	p := seamProxy(t, up.URL, allowAll())
+	p.srv.opts.MaxRequestBytes = 16 << 20
+	p.srv.opts.MaxBufferedResponseBytes = 16 << 20
+	for _, tc := range []struct {
+		name, body string
+		status     int
+	}{
+		{"request body", deep, 400},
+		{"tool result content", `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"` + deep + `"}]}`, 0},
+		{"model tool-call arguments", hello, 0},
+	} {
+		r, b := post(t, p.URL, tc.body)
+		if tc.status != 0 && r.StatusCode != tc.status {
+			t.Fatalf("%s: %d %.200s", tc.name, r.StatusCode, b)
+		}
+	}
+	r, b := hostCall(t, p.URL+"/agent-hooks/v1/sessions/deep/tool-calls/c1/pre", deep)
+	if r.StatusCode != 400 {
+		t.Fatalf("host API: %d %.200s", r.StatusCode, b)
+	}
+	ps := newProxy(t, upDeep.URL, allowAll())
+	ps.srv.opts.MaxBufferedResponseBytes = 16 << 20
+	if r, b := post(t, ps.URL, helloStream); r.StatusCode != 503 {
+		t.Fatalf("upstream event: %d %.200s", r.StatusCode, b)
+	}
+}
