@@ -74,6 +74,33 @@ func CheckSize(raw []byte, maxBytes int) error {
 // fatal error no recover catches.
 func ValidJSON(raw []byte) bool { return validJSON(raw, DefaultMaxDepth, false) }
 
+// DepthWithin reports whether raw, read as JSON, nests arrays and objects
+// at most max deep (strings skipped, so brackets inside them do not
+// count). It validates nothing else: it is the guard to run before a
+// recursive validator (gjson.Valid) where ValidJSON's stricter language
+// does not fit, as for one chunk of a stream, whose text may end in half
+// of a surrogate pair that the next chunk completes.
+func DepthWithin(raw []byte, max int) bool {
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch raw[i] {
+		case '[', '{':
+			if depth++; depth > max {
+				return false
+			}
+		case ']', '}':
+			depth--
+		case '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+		}
+	}
+	return true
+}
+
 // CheckEncoding is the provider-independent half of the value domain, the
 // Go equivalent of the reference core's JSON parse funnel. The emitter runs
 // it on every whole context (after CheckSize) whatever the identity

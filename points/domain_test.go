@@ -299,3 +299,61 @@ func FuzzAppendUnescaped(f *testing.F) {
 	}
 	f.Fuzz(checkUnescape)
 }
+
+func TestDepthWithin(t *testing.T) {
+	for _, tc := range []struct {
+		raw  string
+		max  int
+		want bool
+	}{
+		{`{"a":[1,[2]]}`, 3, true},
+		{`{"a":[1,[2]]}`, 2, false},
+		{`"[[[[[["`, 1, true},
+		{`{"a":"\"[[[[","b":[]}`, 2, true},
+		{`{"a":"\\","b":[[[]]]}`, 3, false},
+		{strings.Repeat("[", 200) + strings.Repeat("]", 200), DefaultMaxDepth, false},
+		{``, 0, true},
+	} {
+		if got := DepthWithin([]byte(tc.raw), tc.max); got != tc.want {
+			t.Errorf("DepthWithin(%q, %d) = %v, want %v", tc.raw, tc.max, got, tc.want)
+		}
+	}
+}
+
+// FuzzDepthWithin: on valid JSON, DepthWithin agrees with the container
+// depth encoding/json's tokenizer sees.
+func FuzzDepthWithin(f *testing.F) {
+	f.Add(`{"a":[1,{"b":"]]"}]}`, 2)
+	f.Add(`[[["x\"["]]]`, 3)
+	f.Add(`[[]]`, 1)
+	f.Fuzz(func(t *testing.T, raw string, max int) {
+		if max < 0 || max > 200 || !json.Valid([]byte(raw)) {
+			return
+		}
+		dec := json.NewDecoder(strings.NewReader(raw))
+		depth, deepest := 0, 0
+		for {
+			tok, err := dec.Token()
+			if err != nil {
+				break
+			}
+			switch tok {
+			case json.Delim('['), json.Delim('{'):
+				depth++
+				deepest = max2(deepest, depth)
+			case json.Delim(']'), json.Delim('}'):
+				depth--
+			}
+		}
+		if got, want := DepthWithin([]byte(raw), max), deepest <= max; got != want {
+			t.Fatalf("DepthWithin(%q, %d) = %v, depth is %d", raw, max, got, deepest)
+		}
+	})
+}
+
+func max2(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
+}

@@ -297,7 +297,7 @@ func (s *ChatStream) Add(ev sse.Event) error {
 
 func newUpstreamStreamError(idx int, data []byte) *UpstreamStreamError {
 	e := &UpstreamStreamError{Event: idx, Data: slices.Clone(data)}
-	if !points.ValidJSON(data) {
+	if !points.DepthWithin(data, points.DefaultMaxDepth) || !gjson.ValidBytes(data) {
 		return e
 	}
 	obj := gjson.GetBytes(data, "error")
@@ -607,7 +607,10 @@ const (
 )
 
 func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
-	if !points.ValidJSON(data) {
+	// gjson's validator, after a depth bound: a chunk's text may end in
+	// half of a surrogate pair (the next chunk has the rest), which
+	// points.ValidJSON refuses, and gjson's recursion needs the bound.
+	if !points.DepthWithin(data, points.DefaultMaxDepth) || !gjson.ValidBytes(data) {
 		return false, &ChunkError{Event: ev, Reason: "data is not JSON"}
 	}
 	root := gjson.Parse(bytesToString(data))
