@@ -143,6 +143,19 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true}
 		sess.tools[strings.Clone(id)] = tc
 	}
+	if tc != nil && !tc.preDone && tc.ready != nil {
+		// Its pre is still deciding (an approval, say): the result waits
+		// for that outcome rather than pass without a post (§6.2: a
+		// blocked call's result must not reach the model).
+		ready := tc.ready
+		sess.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, false, false
+		}
+		sess.mu.Lock()
+	}
 	if tc == nil || !tc.preDone || !tc.proceed || tc.postDone {
 		already = tc != nil && tc.postDone
 		sess.mu.Unlock()

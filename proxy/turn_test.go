@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -306,5 +307,56 @@ func TestOutputTransformMustLeaveText(t *testing.T) {
 		if n := count(p.sink, points.PostModelCall); n != 1 {
 			t.Fatalf("%d post_model_call records", n)
 		}
+	}
+}
+
+func TestToolResultWaitsForItsPendingPre(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	gate := make(chan struct{})
+	p := seamProxy(t, up.URL, points.Binding{Name: "slow", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall {
+			<-gate // an approval still being decided
+			return points.Deny("rejected", ""), nil
+		}
+		return points.Allow(), nil
+	})})
+	base := p.URL + "/agent-hooks/v1/sessions/race1/tool-calls/"
+	preDone := make(chan struct{})
+	go func() {
+		defer close(preDone)
+		hostCall(t, base+"call_R1/pre", `{"name":"send_email","args":{}}`)
+	}()
+	// Wait until the pre is registered, then send its result through chat.
+	for i := 0; i < 200; i++ {
+		p.srv.sessions.mu.Lock()
+		s := p.srv.sessions.byID["race1"]
+		p.srv.sessions.mu.Unlock()
+		if s != nil {
+			s.mu.Lock()
+			_, ok := s.tools["call_R1"]
+			s.mu.Unlock()
+			if ok {
+				break
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	chatDone := make(chan []byte)
+	go func() {
+		_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"},`+
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_R1","type":"function","function":{"name":"send_email","arguments":"{}"}}]},`+
+			`{"role":"tool","tool_call_id":"call_R1","content":"the secret is hunter2"}]}`, "X-Agent-Hooks-Session", "race1")
+		chatDone <- b
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(gate)
+	<-preDone
+	<-chatDone
+	sent := got()
+	if len(sent) != 1 || strings.Contains(sent[0], "hunter2") || !strings.Contains(gjson.Get(sent[0], `messages.#(tool_call_id=="call_R1").content`).Str, "pre_tool_call") {
+		t.Fatalf("upstream got %v", sent)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 0 {
+		t.Fatalf("%d post_tool_call for a call its pre blocked", n)
 	}
 }
