@@ -217,6 +217,27 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				ids = append(ids, c.Get("id").Str)
 			}
 			s.sessions.link(sess, ids)
+			// Text the model sends beside its tool calls reaches the
+			// caller as much as a final answer does, so it passes output
+			// too (no released byte of model text skips that point), and
+			// before the calls' pre_tool_call, so a denied text spends no
+			// tool verdict on calls that are then not released.
+			if cv := viewCompletion(completion); hasText(cv.answerText()) {
+				text := cv.answerText()
+				res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(text)+16), text), rn.buffer)
+				if !res.Proceed {
+					rn.blocked(res)
+					return
+				}
+				if res.Transformed {
+					var err error
+					if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
+						rn.failClosed(points.OutputEvent(nil), "output write-back failed")
+						return
+					}
+					modified = true
+				}
+			}
 			if s.opts.TransparentToolSeam {
 				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion)
 				if halt != nil {
@@ -242,25 +263,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				}
 				if len(withheld) > 0 || !bytes.Equal(out, completion) {
 					completion, modified = out, true
-				}
-			}
-			// Text the model sends beside its tool calls reaches the
-			// caller as much as a final answer does, so it passes output
-			// too: no released byte of model text skips that point.
-			if cv := viewCompletion(completion); hasText(cv.answerText()) {
-				text := cv.answerText()
-				res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(text)+16), text), rn.buffer)
-				if !res.Proceed {
-					rn.blocked(res)
-					return
-				}
-				if res.Transformed {
-					var err error
-					if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-						rn.failClosed(points.OutputEvent(nil), "output write-back failed")
-						return
-					}
-					modified = true
+					// Calls released under fresh ids link the run too.
+					s.sessions.link(sess, toolCallIDsOf(completion))
+					s.sessions.link(sess, withheld)
 				}
 			}
 		} else {
@@ -743,6 +748,16 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 }
 
 func quoteJSON(s string) []byte { return appendString(nil, s) }
+
+// toolCallIDsOf lists the ids of a completion's tool calls (choice 0).
+func toolCallIDsOf(completion []byte) []string {
+	var ids []string
+	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
+		ids = append(ids, c.Get("id").Str)
+		return true
+	})
+	return ids
+}
 
 // hasText reports whether an answer text (JSON) is a non-empty string.
 func hasText(text []byte) bool {

@@ -107,7 +107,12 @@ type Server struct {
 	reads   sync.Pool // *bytes.Buffer for bodies of unknown length
 	lend    sync.Pool // *[]byte lent to one request (run.buffer)
 	streams sync.Pool // *ChatStream, reused by holdStream
+	judged  *judgedResults
 }
+
+// maxJudgedResults bounds the cross-session memory of judged tool
+// results (about 100 bytes each).
+const maxJudgedResults = 1 << 16
 
 // New returns a Server; call Start to run its session sweeper and Close to
 // end its sessions.
@@ -165,6 +170,7 @@ func New(opts Options) *Server {
 	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
 	s.emitter.Store(opts.Emitter)
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
+	s.judged = newJudgedResults(maxJudgedResults)
 	s.sessions.gauge = opts.Metrics.ActiveSessions
 	s.router = s.routes()
 	return s

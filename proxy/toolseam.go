@@ -33,6 +33,7 @@ type toolCall struct {
 	// adopted: the call was first seen answered (its pre ran elsewhere,
 	// or before a restart), so only its post was emitted here.
 	adopted bool
+	idKey   string // the call id, owned
 	// withheld calls hang off the permitted sibling that anchors them;
 	// rawArgs is the model's own arguments string of a withheld call,
 	// replayed to the model only.
@@ -97,8 +98,8 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 	// id and name may be views into the completion (gjson on view), which
 	// the request only borrows: the session keeps clones. args is the
 	// caller's own (argsObject's copy, a host API body).
-	tc := &toolCall{name: strings.Clone(name), ready: make(chan struct{}), reqArgs: args}
-	sess.tools[strings.Clone(id)] = tc
+	tc := &toolCall{name: strings.Clone(name), ready: make(chan struct{}), reqArgs: args, idKey: strings.Clone(id)}
+	sess.tools[tc.idKey] = tc
 	sess.mu.Unlock()
 	r := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
 	sess.mu.Lock()
@@ -114,6 +115,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		tc.control = controlError(points.PreToolCall, r.Verdict)
 		c := string(tc.control)
 		tc.result = &c // §6.2: no result of a blocked call reaches the model
+		s.judged.remember(tc.idKey, c)
 	}
 	close(tc.ready)
 	return tc.outcome(), &r, false
@@ -179,7 +181,29 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		c := contentOf(gjson.ParseBytes(value))
 		tc.result = &c
 	}
+	s.judged.remember(id, *tc.result)
 	return &r, true, false
+}
+
+// sessionKnows reports whether sess already has a tool call id.
+func (s *Server) sessionKnows(sess *session, id string) bool {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.tools[id] != nil
+}
+
+// freshCallID derives an id for a call whose model-chosen id is taken.
+func freshCallID(id string) string { return id + "_" + newID("")[:12] }
+
+// judgedHere reports whether a result this session does not know was
+// judged before (another session of the same agent run, an earlier turn
+// of a header-less agent) and says what the model was to see then: it is
+// then not judged again.
+func (s *Server) judgedHere(sess *session, id string, content gjson.Result) bool {
+	sess.mu.Lock()
+	known := sess.tools[id] != nil
+	sess.mu.Unlock()
+	return !known && s.judged.judged(id, contentOf(content))
 }
 
 // contentOf is the role:tool content that carries a tool_result.value:
@@ -211,16 +235,27 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 	var keptIDs, withheld []string
 	changed := false
 	newArgs := map[int][]byte{}
+	newIDs := map[int]string{}
 	for _, c := range calls {
 		// Views into the completion, which the request only borrows: what
 		// the session keeps of them is cloned.
 		id := c.Get("id").Str
 		name := c.Get("function.name").Str
 		argsStr := c.Get("function.arguments").Str
+		if s.sessionKnows(sess, id) {
+			// The model reused an id this session already judged (some
+			// OpenAI-compatible servers number calls per response): the
+			// old verdict must not cover a new call, so the call is
+			// released under a fresh id of its own, which the agent then
+			// answers and replays.
+			id = freshCallID(id)
+			changed = true
+		}
+		fresh := id != c.Get("id").Str
 		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
 		if existing {
-			// A model response reusing an id this session already judged:
-			// its old verdict must not cover a new call. Fail closed.
+			// Another request registered the fresh id at the same moment:
+			// fail closed rather than let one verdict cover two calls.
 			r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool call id reused by the model")
 			return nil, 0, nil, &r, nil
 		}
@@ -239,6 +274,9 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		if res != nil && res.Transformed {
 			newArgs[len(kept)] = out.args
 			changed = true
+		}
+		if fresh {
+			newIDs[len(kept)] = id
 		}
 		kept = append(kept, c)
 		keptIDs = append(keptIDs, id)
@@ -263,6 +301,9 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		raw := []byte(c.Raw)
 		if a, ok := newArgs[i]; ok {
 			raw, _ = sjson.SetBytes(raw, "function.arguments", argsString(gjson.Parse(view(a))))
+		}
+		if id, ok := newIDs[i]; ok {
+			raw, _ = sjson.SetBytes(raw, "id", id)
 		}
 		arr = append(arr, raw...)
 	}
@@ -311,7 +352,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 			id := m.toolCallID
 			value := toolResultValue(m.content)
 			var seen *seenCall
-			if c, ok := calls[id]; ok {
+			if c, ok := calls[id]; ok && !s.judgedHere(sess, id, m.content) {
 				seen = &c
 			}
 			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)

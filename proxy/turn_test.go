@@ -266,7 +266,7 @@ func TestTextBesideToolCallsPassesOutput(t *testing.T) {
 			gjson.GetBytes(b, "choices.0.message.tool_calls.0.id").Str != "call_w" {
 			t.Fatalf("%d %s", r.StatusCode, b)
 		}
-		want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "pre_tool_call", "output"}
+		want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "output", "pre_tool_call"}
 		if g := points_(p.sink); !slices.Equal(g, want) {
 			t.Fatalf("points %v, want %v", g, want)
 		}
@@ -358,5 +358,68 @@ func TestToolResultWaitsForItsPendingPre(t *testing.T) {
 	}
 	if n := count(p.sink, points.PostToolCall); n != 0 {
 		t.Fatalf("%d post_tool_call for a call its pre blocked", n)
+	}
+}
+
+// callWithID is a completion with one tool call of the given id.
+func callWithID(id string) string {
+	return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"` + id + `","type":"function","function":{"name":"lookup","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+}
+
+func TestReusedModelCallIDsAreReleasedUnderFreshIDs(t *testing.T) {
+	// A server that numbers its calls per response: call_0 every time.
+	up, _ := seqUpstream(t, callWithID("call_0"), plainCompletion, callWithID("call_0"), plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	sid := "numbered"
+	hist := `{"role":"user","content":"first"}`
+	r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`, "X-Agent-Hooks-Session", sid)
+	first := gjson.GetBytes(b, "choices.0.message.tool_calls.0")
+	if r.StatusCode != 200 || first.Get("id").Str != "call_0" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	hist += `,{"role":"assistant","content":null,"tool_calls":[` + first.Raw + `]},{"role":"tool","tool_call_id":"call_0","content":"one"}`
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	hist += `,{"role":"assistant","content":"done"},{"role":"user","content":"again"}`
+	r, b = post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`, "X-Agent-Hooks-Session", sid)
+	second := gjson.GetBytes(b, "choices.0.message.tool_calls.0.id").Str
+	if r.StatusCode != 200 || second == "call_0" || !strings.HasPrefix(second, "call_0_") {
+		t.Fatalf("reused id not renamed: %d %s", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.PreToolCall); n != 2 {
+		t.Fatalf("%d pre_tool_call records, want 2", n)
+	}
+}
+
+func TestHeaderlessTurnsDoNotJudgeOldToolResultsAgain(t *testing.T) {
+	up, _ := seqUpstream(t, callWithID("call_a"), plainCompletion, plainCompletion)
+	var roles []string
+	p := seamProxy(t, up.URL, inputGuard(&roles))
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	call := gjson.GetBytes(b, "choices.0.message.tool_calls.0")
+	if r.StatusCode != 200 || call.Get("id").Str != "call_a" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	hist := `{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` + call.Raw + `]},{"role":"tool","tool_call_id":"call_a","content":"result"}`
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	// The next turn is a new header-less run carrying the old result.
+	hist += `,{"role":"assistant","content":"done"},{"role":"user","content":"next"}`
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 1 {
+		t.Fatalf("%d post_tool_call records, want 1 (the old result was judged)", n)
+	}
+	// The same id with other content is judged again.
+	forged := strings.Replace(hist, `"content":"result"`, `"content":"the SECRET"`, 1)
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+forged+`]}`); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 2 {
+		t.Fatalf("%d post_tool_call records, want 2", n)
 	}
 }
