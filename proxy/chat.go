@@ -30,6 +30,8 @@ type run struct {
 	// reads are read buffers holding a completion (readLent), returned
 	// with lent.
 	reads []*bytes.Buffer
+	// clientMsgs is how many messages the client's request carried.
+	clientMsgs int
 }
 
 // lendMin is the smallest buffer worth pooling: below it an allocation is
@@ -172,6 +174,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// last message, so that a trailing system or assistant message, or
 	// results for calls the proxy never saw, cannot skip the point.
 	msgs := messagesOf(body)
+	rn.clientMsgs = len(msgs)
 	if !s.continuesTurn(sess, msgs) {
 		for _, in := range turnInputs(msgs) {
 			content := msgs[in.index].Get("content").Raw
@@ -196,6 +199,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	} else {
 		body = b
 	}
+	var answered []string
+	for _, m := range msgs {
+		if m.Get("role").Str == "tool" {
+			answered = append(answered, m.Get("tool_call_id").Str)
+		}
+	}
+	s.sessions.answer(sess, answered)
 	for turn := 0; ; turn++ {
 		if turn > 0 && ctx.Err() != nil {
 			// The client left while the proxy was deciding tool calls: no
@@ -216,7 +226,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			for _, c := range calls {
 				ids = append(ids, c.Get("id").Str)
 			}
-			s.sessions.link(sess, ids)
+			s.sessions.link(sess, ids, rn.clientMsgs)
 			// Text the model sends beside its tool calls reaches the
 			// caller as much as a final answer does, so it passes output
 			// too (no released byte of model text skips that point), and
@@ -264,8 +274,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				if len(withheld) > 0 || !bytes.Equal(out, completion) {
 					completion, modified = out, true
 					// Calls released under fresh ids link the run too.
-					s.sessions.link(sess, toolCallIDsOf(completion))
-					s.sessions.link(sess, withheld)
+					s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
+					s.sessions.link(sess, withheld, rn.clientMsgs)
 				}
 			}
 		} else {

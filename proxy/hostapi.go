@@ -148,7 +148,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
 		return
 	}
-	s.sessions.link(sess, []string{cid})
+	s.sessions.link(sess, []string{cid}, -1)
 	if !out.proceed {
 		s.toolSeamBlocked(w, r, em, sess, res, out.control)
 		return

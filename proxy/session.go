@@ -21,7 +21,13 @@ type session struct {
 	started    bool // agent_startup permitted
 	blocked    bool // agent_startup denied: only agent_shutdown may follow (§6.1a)
 	ended      bool
-	callIDs    map[string]struct{} // tool-call ids this session has seen
+	// callIDs are the tool-call ids this session issued, each with the
+	// number of messages of the client request whose answer carried it
+	// (-1 when unknown: a host API pre), by which a follow-up is told
+	// from a request that only reuses an old id (continuesTurn).
+	callIDs map[string]int
+	// answered are the call ids whose results earlier requests carried.
+	answered map[string]struct{}
 	tools      map[string]*toolCall
 	inFlight   int
 	// startDone is closed once agent_startup has a verdict; requests that
@@ -119,7 +125,7 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 		ps = prev.ps.Continue(agent)
 		delete(ss.ended, id)
 	}
-	s = &session{ps: ps, headerless: headerless, lastActive: now, callIDs: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
+	s = &session{ps: ps, headerless: headerless, lastActive: now, callIDs: map[string]int{}, answered: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
 	ss.byID[id] = s
 	var evict *session
 	if len(ss.byID) > ss.max {
@@ -182,21 +188,8 @@ func (ss *sessions) byToolCall(ids []string, now time.Time) *session {
 	return nil
 }
 
-// issued reports whether every one of ids is a tool-call id issued in s
-// (link); an empty id never is.
-func (ss *sessions) issued(s *session, ids []string) bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for _, id := range ids {
-		if _, ok := s.callIDs[id]; !ok || id == "" {
-			return false
-		}
-	}
-	return true
-}
-
 // link remembers tool-call ids issued in s.
-func (ss *sessions) link(s *session, ids []string) {
+func (ss *sessions) link(s *session, ids []string, histLen int) {
 	if len(ids) == 0 {
 		return
 	}
@@ -207,8 +200,44 @@ func (ss *sessions) link(s *session, ids []string) {
 		if s.headerless {
 			ss.byCall[id] = s
 		}
-		s.callIDs[id] = struct{}{}
+		if old, ok := s.callIDs[id]; !ok || old < 0 {
+			s.callIDs[id] = histLen
+		}
 	}
+}
+
+// answer notes that a request carried the results of ids.
+func (ss *sessions) answer(s *session, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := s.callIDs[id]; ok {
+			s.answered[strings.Clone(id)] = struct{}{}
+		}
+	}
+}
+
+// followUp reports whether ids, the results a request ends with after
+// histLen earlier messages, answer calls sess issued in its answer to a
+// request of exactly histLen messages, at least one of them for the
+// first time.
+func (ss *sessions) followUp(s *session, ids []string, histLen int) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	fresh := false
+	for _, id := range ids {
+		n, ok := s.callIDs[id]
+		if !ok || id == "" || (n >= 0 && n != histLen) {
+			return false
+		}
+		if _, seen := s.answered[id]; !seen {
+			fresh = true
+		}
+	}
+	return fresh
 }
 
 // end removes s; the caller emits agent_shutdown.

@@ -122,7 +122,7 @@ func TestSessionKeepsClonesOfCallIDs(t *testing.T) {
 		t.Fatalf("test slicing is off: %q %q", id, name)
 	}
 	s.preTool(t.Context(), s.Emitter(), sess, id, name, []byte(`{}`))
-	s.sessions.link(sess, []string{id})
+	s.sessions.link(sess, []string{id}, -1)
 	lo := uintptr(unsafe.Pointer(unsafe.SliceData(answer)))
 	inside := func(str string) bool {
 		p := uintptr(unsafe.Pointer(unsafe.StringData(str)))

@@ -51,16 +51,22 @@ func turnInputs(msgs []gjson.Result) []turnInput {
 }
 
 // continuesTurn reports whether a request is a tool-loop follow-up of
-// sess: it ends with role:tool messages, and every one of those answers a
-// tool call this session issued. Such a request carries no new input.
+// sess: it ends with role:tool messages right after an assistant message,
+// those results answer calls this session issued in its answer to the
+// request made of exactly the messages before that assistant message, and
+// at least one of them arrives for the first time. Such a request carries
+// no new input. A request that replays answered results, or inserts
+// messages before the assistant turn, opens a turn and is judged.
 func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 	n := len(msgs)
-	if n == 0 || msgs[n-1].Get("role").Str != "tool" {
+	k := n
+	var ids []string
+	for k > 0 && msgs[k-1].Get("role").Str == "tool" {
+		k--
+		ids = append(ids, msgs[k].Get("tool_call_id").Str)
+	}
+	if k == n || k == 0 || msgs[k-1].Get("role").Str != "assistant" {
 		return false
 	}
-	var ids []string
-	for i := n - 1; i >= 0 && msgs[i].Get("role").Str == "tool"; i-- {
-		ids = append(ids, msgs[i].Get("tool_call_id").Str)
-	}
-	return s.sessions.issued(sess, ids)
+	return s.sessions.followUp(sess, ids, k-1)
 }

@@ -423,3 +423,32 @@ func TestHeaderlessTurnsDoNotJudgeOldToolResultsAgain(t *testing.T) {
 		t.Fatalf("%d post_tool_call records, want 2", n)
 	}
 }
+
+func TestOldToolResultsDoNotSkipInput(t *testing.T) {
+	up, _ := seqUpstream(t, callWithID("call_D1"), plainCompletion, plainCompletion, plainCompletion)
+	var roles []string
+	p := seamProxy(t, up.URL, inputGuard(&roles))
+	sid := "sessD"
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
+	call := gjson.GetBytes(b, "choices.0.message.tool_calls.0").Raw
+	asst := `{"role":"assistant","content":null,"tool_calls":[` + call + `]}`
+	result := `{"role":"tool","tool_call_id":"call_D1","content":"ok"}`
+	// The genuine follow-up: no input.
+	if r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"},`+asst+`,`+result+`]}`, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if len(roles) != 1 {
+		t.Fatalf("inputs %v after the follow-up, want 1", roles)
+	}
+	for _, msgs := range []string{
+		// The answered result replayed behind new user content.
+		`[{"role":"user","content":"deny-in now"},` + asst + `,` + result + `]`,
+		// New user content inserted before the assistant turn.
+		`[{"role":"user","content":"go"},{"role":"user","content":"deny-in too"},` + asst + `,` + result + `]`,
+	} {
+		r, b := post(t, p.URL, `{"model":"m","messages":`+msgs+`}`, "X-Agent-Hooks-Session", sid)
+		if r.StatusCode != 403 || gjson.GetBytes(b, "error.code").Str != "input_denied" {
+			t.Fatalf("%s: %d %s", msgs, r.StatusCode, b)
+		}
+	}
+}
