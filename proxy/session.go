@@ -28,8 +28,8 @@ type session struct {
 	callIDs map[string]int
 	// answered are the call ids whose results earlier requests carried.
 	answered map[string]struct{}
-	tools      map[string]*toolCall
-	inFlight   int
+	tools    map[string]*toolCall
+	inFlight int
 	// startDone is closed once agent_startup has a verdict; requests that
 	// join a session wait for it (§6.1a: nothing before startup).
 	startDone chan struct{}
