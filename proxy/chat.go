@@ -452,7 +452,12 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		return turn{}, false
 	}
 
-	// Legacy function calls would bypass the tool seam: fail closed.
+	// Legacy function calls and custom tools would bypass the tool seam:
+	// fail closed.
+	if v.foreignTool {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "tool calls other than function calls are not mediated"))
+		return turn{}, false
+	}
 	if !isNull(v.fnCall) {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
 		return turn{}, false
@@ -463,7 +468,9 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response members could not be removed"))
 		return turn{}, false
 	}
-	t.modified = stripped
+	// A stream that carried members its completion leaves out is
+	// re-derived rather than replayed, like one whose message had some.
+	t.modified = stripped || t.held != nil && t.held.cs.Unjudged()
 
 	// post_model_call.
 	respModel := gjson.ParseBytes(v.model).Str

@@ -174,6 +174,22 @@ func (s *ChatStream) Reset(limit int64) {
 	s.acc.reset()
 }
 
+// Unjudged reports whether the stream carried members its assembled
+// completion leaves out, or events with an id or retry field: replaying
+// it as it came would release bytes no point judged, so it must be
+// re-derived from the completion instead.
+func (s *ChatStream) Unjudged() bool {
+	if s.acc.unjudged {
+		return true
+	}
+	for _, m := range s.meta {
+		if m.hasID || m.hasRetry || (m.typ != "" && m.typ != "message") {
+			return true
+		}
+	}
+	return false
+}
+
 // Done reports whether "data: [DONE]" has been seen.
 func (s *ChatStream) Done() bool { return s.done }
 
@@ -432,7 +448,11 @@ type chatAcc struct {
 	tpl, cur chunkTemplate
 	curData  []byte // the chunk being parsed, for noteContent
 
-	deltas   int // sequence number of the delta being applied
+	deltas int // sequence number of the delta being applied
+	// unjudged: a chunk carried a member the assembled completion leaves
+	// out (an unknown top-level, choice, tool call or function member), so
+	// the original events hold bytes no point judged (Unjudged).
+	unjudged bool
 	id       []byte
 	model    []byte
 	created  []byte
@@ -683,6 +703,11 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 			if v.Type != gjson.Null && !v.IsArray() {
 				reason = "choices is not an array"
 			}
+		case "obfuscation", "prompt_filter_results":
+			// Random padding against length side channels (OpenAI) and a
+			// content filter's labels (Azure): no model text.
+		default:
+			a.unjudged = true
 		}
 		if bit != 0 {
 			if seen&bit != 0 {
@@ -810,6 +835,9 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	idx, delta, finish, logprobs := m[0], m[1], m[2], m[3]
 	if reason != "" {
 		return bad(reason)
+	}
+	if hasOtherMembers(v, "index", "delta", "finish_reason", "logprobs", "content_filter_results") {
+		a.unjudged = true
 	}
 	i := 0 // openai-go reads a missing index as 0
 	if idx.Exists() {
@@ -989,6 +1017,9 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	idx, id, typ, fn := m[0], m[1], m[2], m[3]
 	if reason != "" {
 		return reason
+	}
+	if hasOtherMembers(t, "index", "id", "type", "function") || fn.IsObject() && hasOtherMembers(fn, "name", "arguments") {
+		a.unjudged = true
 	}
 	i := 0
 	if idx.Exists() {
@@ -1855,6 +1886,16 @@ func (r *rederiver) toolCall(k int, t *rdTool) error {
 // pickMembers reads the named members of obj into out (by position) in one
 // pass, and reports a duplicate of any of them: gjson reads the first,
 // clients the last, so a duplicate fails closed.
+// hasOtherMembers reports whether obj has a member not named in known.
+func hasOtherMembers(obj gjson.Result, known ...string) bool {
+	other := false
+	obj.ForEach(func(k, _ gjson.Result) bool {
+		other = !slices.Contains(known, k.Str)
+		return !other
+	})
+	return other
+}
+
 func pickMembers(obj gjson.Result, out []gjson.Result, names ...string) string {
 	var seen uint64
 	var reason string

@@ -148,8 +148,14 @@ type completionView struct {
 	finishReason, logprobs              []byte
 	message                             []byte
 	content, refusal, toolCalls, fnCall []byte
-	// unjudged lists the non-null message members no point sees.
-	unjudged []string
+	// unjudged lists the non-null message members no point sees;
+	// unjudgedTop and unjudgedChoice those of the completion and of
+	// choice 0 (citations, vendor extras), which no point sees either.
+	unjudged, unjudgedTop, unjudgedChoice []string
+	// foreignTool: a tool call whose type is not function (a custom
+	// tool), which no tool point can judge; toolExtras: a tool call or
+	// its function carries members beyond id, name and arguments.
+	foreignTool, toolExtras bool
 }
 
 // viewCompletion indexes completion, which must be valid JSON.
@@ -163,6 +169,11 @@ func viewCompletion(completion []byte) completionView {
 			v.choices = firstOf(v.choices, val)
 		case "usage":
 			v.usage = firstOf(v.usage, val)
+		case "id", "object", "created", "service_tier", "system_fingerprint", "prompt_filter_results":
+		default:
+			if string(val) != "null" {
+				v.unjudgedTop = append(v.unjudgedTop, name)
+			}
 		}
 		return true
 	})
@@ -182,6 +193,11 @@ func viewCompletion(completion []byte) completionView {
 			v.finishReason = firstOf(v.finishReason, val)
 		case "logprobs":
 			v.logprobs = firstOf(v.logprobs, val)
+		case "index", "content_filter_results":
+		default:
+			if string(val) != "null" {
+				v.unjudgedChoice = append(v.unjudgedChoice, name)
+			}
 		}
 		return true
 	})
@@ -208,6 +224,30 @@ func viewCompletion(completion []byte) completionView {
 	if !isNull(v.refusal) && !v.refusalAnswer() {
 		v.unjudged = append(v.unjudged, "refusal")
 	}
+	// Tool calls: only function calls are judged, and of them only id,
+	// name and arguments; other members are released only re-built.
+	points.ForEachElement(v.toolCalls, func(c []byte) bool {
+		points.ForEachMember(c, func(name string, val []byte) bool {
+			switch name {
+			case "id", "index":
+			case "type":
+				if string(val) != `"function"` {
+					v.foreignTool = true
+				}
+			case "function":
+				points.ForEachMember(val, func(fname string, _ []byte) bool {
+					if fname != "name" && fname != "arguments" {
+						v.toolExtras = true
+					}
+					return true
+				})
+			default:
+				v.toolExtras = true
+			}
+			return true
+		})
+		return true
+	})
 	return v
 }
 
@@ -399,13 +439,38 @@ func setAnswerText(completion, text []byte) ([]byte, error) {
 // re-indexes v; changed reports whether it removed any (the stream must
 // then be re-derived).
 func stripUnjudged(completion []byte, v *completionView) ([]byte, bool, error) {
-	if len(v.unjudged) == 0 {
+	if len(v.unjudged) == 0 && len(v.unjudgedTop) == 0 && len(v.unjudgedChoice) == 0 && !v.toolExtras {
 		return completion, false, nil
 	}
 	esc := strings.NewReplacer(".", `\.`, "*", `\*`, "?", `\?`, "|", `\|`, "#", `\#`, "@", `\@`)
 	var err error
-	for _, k := range v.unjudged {
-		if completion, err = sjson.DeleteBytes(completion, "choices.0.message."+esc.Replace(k)); err != nil {
+	for _, del := range []struct {
+		prefix string
+		names  []string
+	}{{"choices.0.message.", v.unjudged}, {"choices.0.", v.unjudgedChoice}, {"", v.unjudgedTop}} {
+		for _, k := range del.names {
+			if completion, err = sjson.DeleteBytes(completion, del.prefix+esc.Replace(k)); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if v.toolExtras {
+		// Re-built from what the points judged: id, name, arguments.
+		arr := []byte{'['}
+		gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
+			if len(arr) > 1 {
+				arr = append(arr, ',')
+			}
+			arr = append(arr, `{"id":`...)
+			arr = appendString(arr, c.Get("id").Str)
+			arr = append(arr, `,"type":"function","function":{"name":`...)
+			arr = appendString(arr, c.Get("function.name").Str)
+			arr = append(arr, `,"arguments":`...)
+			arr = appendString(arr, c.Get("function.arguments").Str)
+			arr = append(arr, `}}`...)
+			return true
+		})
+		if completion, err = sjson.SetRawBytes(completion, "choices.0.message.tool_calls", append(arr, ']')); err != nil {
 			return nil, false, err
 		}
 	}

@@ -146,9 +146,10 @@ func TestRecordedStreamsReplay(t *testing.T) {
 				if resp.StatusCode != 200 {
 					t.Fatalf("status %d: %s", resp.StatusCode, body)
 				}
-				if v := viewCompletion(comp); len(v.unjudged) > 0 {
-					// Members no point judges (reasoning text, annotations)
-					// are removed, so the stream is re-derived without them.
+				if v := viewCompletion(comp); len(v.unjudged) > 0 || cs.Unjudged() {
+					// Members no point judges (reasoning text, annotations,
+					// SSE ids) are removed, so the stream is re-derived
+					// without them.
 					rc := NewChatStream(1 << 24)
 					if _, err := rc.ReadFrom(bytes.NewReader(body)); err != nil {
 						t.Fatalf("client re-read: %v", err)

@@ -228,3 +228,37 @@ func TestDeepNestingDoesNotCrash(t *testing.T) {
 		t.Fatalf("upstream event: %d %.200s", r.StatusCode, b)
 	}
 }
+
+func TestOnlyJudgedMembersAreReleased(t *testing.T) {
+	extras := `{"id":"c","object":"chat.completion","created":1,"model":"m","citations":["the secret"],"x_top":1,` +
+		`"choices":[{"index":0,"x_choice":"the secret","message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_1","type":"function","x_call":"the secret","function":{"name":"get","arguments":"{}","x_fn":"the secret"}}]},"finish_reason":"tool_calls"}]}`
+	up, _ := seqUpstream(t, extras)
+	p := seamProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, hello)
+	if r.StatusCode != 200 || strings.Contains(string(b), "secret") || strings.Contains(string(b), "x_top") ||
+		gjson.GetBytes(b, "choices.0.message.tool_calls.0.function.name").Str != "get" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+
+	custom := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_2","type":"custom","custom":{"name":"delete_files","input":"rm -rf /"}}]},"finish_reason":"tool_calls"}]}`
+	up2, _ := seqUpstream(t, custom)
+	p2 := seamProxy(t, up2.URL, allowAll())
+	r, b = post(t, p2.URL, hello)
+	if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != "host_error:adapter_unsupported" || strings.Contains(string(b), "rm -rf") {
+		t.Fatalf("custom tool: %d %s", r.StatusCode, b)
+	}
+
+	stream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "id: the secret id\ndata: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"citations\":[\"the secret\"],"+
+			"\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hello\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	defer stream.Close()
+	p3 := newProxy(t, stream.URL, allowAll())
+	r, b = post(t, p3.URL, helloStream)
+	if r.StatusCode != 200 || strings.Contains(string(b), "secret") || !strings.Contains(string(b), `"content":"Hello"`) {
+		t.Fatalf("stream: %d %s", r.StatusCode, b)
+	}
+}
