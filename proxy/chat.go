@@ -358,17 +358,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		rn.end("error", false)
 		return turn{}, false
 	}
-	// §3.1: every pre_model_call that was not blocked has its
-	// post_model_call, a failed call included; the failure itself is not
-	// model output and is answered as it is, whatever the verdict.
-	failed := func() {
-		em.Emit(ctx, sess.ps, points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"upstream_error"}`)).With("request_id", quoteJSON(reqID)))
-	}
+	// An errored model call (no answer, an error status, an error inside
+	// the stream) has no post_model_call: §12.1, there is no response to
+	// evaluate and post_model_call is not the vehicle for the provider's
+	// error. Nothing of it is released; the error is answered as such.
 	upStart := time.Now()
 	resp, err := s.client.Do(out)
 	if err != nil {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
-		failed()
 		if ctx.Err() != nil {
 			rn.end("cancelled", false) // the client went away
 			return turn{}, false
@@ -383,7 +380,6 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		// Not followed, and not passed on either: a client following its
 		// Location would send the prompt to another host unmediated.
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
-		failed()
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect")
 		rn.end("error", false)
 		return turn{}, false
@@ -392,7 +388,6 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes))
-		failed()
 		copyHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
@@ -419,7 +414,28 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 				return turn{}, false
 			}
 			s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
-			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
+			var upErr *UpstreamStreamError
+			switch {
+			case errors.As(err, &upErr):
+				// The upstream failed inside its 200 stream: an upstream
+				// error, not model output and not a host failure. Nothing
+				// of the stream is released; its error is passed on.
+						msg := upErr.Message
+				if msg == "" {
+					msg = "upstream reported an error inside the stream"
+				}
+				code := any(nil)
+				if upErr.Code != "" {
+					code = upErr.Code
+				}
+				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
+				rn.end("error", false)
+			case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
+						writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
+				rn.end("error", false)
+			default:
+				rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
+			}
 			return turn{}, false
 		}
 	} else {

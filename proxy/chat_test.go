@@ -339,7 +339,9 @@ func TestBrokenStreamFailsClosed(t *testing.T) {
 	up, _ := upstream(t, textStream[:len(textStream)-len("data: [DONE]\n\n")], true, 10)
 	p := newProxy(t, up.URL, allowAll())
 	resp, body := post(t, p.URL, helloStream)
-	if resp.StatusCode != 503 || gjson.GetBytes(body, "error.code").Str != points.ReasonStreamingUnsupported || bytes.Contains(body, []byte("Hello")) {
+	// An upstream that ends its stream early errored: nothing released,
+	// answered as an upstream error (retryable), not a host failure.
+	if resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_stream_incomplete" || bytes.Contains(body, []byte("Hello")) {
 		t.Fatalf("status %d body %s", resp.StatusCode, body)
 	}
 }

@@ -92,7 +92,10 @@ func TestStreamUsage(t *testing.T) {
 	}
 }
 
-func TestFailedModelCallHasItsPostModelCall(t *testing.T) {
+// TestFailedModelCallIsNotAResponse: an errored model call has no
+// post_model_call (§12.1: no response to evaluate, and post_model_call is
+// not the vehicle for the provider's error); the error is answered as it is.
+func TestFailedModelCallIsNotAResponse(t *testing.T) {
 	errUp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusTooManyRequests)
@@ -116,7 +119,7 @@ func TestFailedModelCallHasItsPostModelCall(t *testing.T) {
 			if r.StatusCode != tc.status {
 				t.Fatalf("%d %s", r.StatusCode, b)
 			}
-			want := []string{"agent_startup", "input", "pre_model_call", "post_model_call", "agent_shutdown"}
+			want := []string{"agent_startup", "input", "pre_model_call", "agent_shutdown"}
 			if g := points_(p.sink); strings.Join(g, ",") != strings.Join(want, ",") {
 				t.Fatalf("points %v, want %v", g, want)
 			}
@@ -260,5 +263,32 @@ func TestOnlyJudgedMembersAreReleased(t *testing.T) {
 	r, b = post(t, p3.URL, helloStream)
 	if r.StatusCode != 200 || strings.Contains(string(b), "secret") || !strings.Contains(string(b), `"content":"Hello"`) {
 		t.Fatalf("stream: %d %s", r.StatusCode, b)
+	}
+}
+
+func TestUpstreamFailureInsideAStream(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, code string
+	}{
+		{"error event", "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n" +
+			"data: {\"error\":{\"message\":\"upstream exploded\",\"type\":\"server_error\",\"code\":\"boom\"}}\n\n", "boom"},
+		{"cut short", "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n", "upstream_stream_incomplete"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer up.Close()
+			p := newProxy(t, up.URL, allowAll())
+			r, b := post(t, p.URL, helloStream)
+			if r.StatusCode != 502 || gjson.GetBytes(b, "error.type").Str != "upstream_error" || gjson.GetBytes(b, "error.code").Str != tc.code ||
+				strings.Contains(string(b), "Hel\"") || r.Header.Get("X-Should-Retry") == "false" {
+				t.Fatalf("%d %v %s", r.StatusCode, r.Header, b)
+			}
+			if n := count(p.sink, points.PostModelCall); n != 0 {
+				t.Fatalf("%d post_model_call records for an errored call", n)
+			}
+		})
 	}
 }
