@@ -420,7 +420,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 				// The upstream failed inside its 200 stream: an upstream
 				// error, not model output and not a host failure. Nothing
 				// of the stream is released; its error is passed on.
-						msg := upErr.Message
+				msg := upErr.Message
 				if msg == "" {
 					msg = "upstream reported an error inside the stream"
 				}
@@ -431,7 +431,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
 				rn.end("error", false)
 			case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
-						writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
+				writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
 				rn.end("error", false)
 			default:
 				rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
