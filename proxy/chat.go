@@ -430,6 +430,9 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 				}
 				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
 				rn.end("error", false)
+			case errors.Is(err, context.DeadlineExceeded):
+				writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
+				rn.end("error", false)
 			case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
 				writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
 				rn.end("error", false)
