@@ -311,7 +311,8 @@ func newContent(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	return &Content{rules: cr, redact: ms}, nil
 }
 
-// Intercept scans every string in the target. Precedence: deny > escalate
+// Intercept scans every string in the target, member names included (a
+// masked name renames the member). Precedence: deny > escalate
 // > redact > warn; warn matches ride along a redact transform as warnings.
 func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
 	if err := ctxErr(ctx); err != nil {
@@ -329,7 +330,10 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		redactNames       []string
 		changes           []change
 	)
-	err := walkStringsCtx(ctx, doc, func(v stringVisit) bool {
+	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
+		if v.isKey && structuralKey(v.value) {
+			return true
+		}
 		t := newText(v.value)
 		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name

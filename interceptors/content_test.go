@@ -29,7 +29,8 @@ func TestContentActions(t *testing.T) {
 		{"escalate beats redact", outputCtx(t, `"wire TRANSFER to bob@example.com"`), "escalate content_escalated"},
 		{"redact", outputCtx(t, `"mail bob@example.com"`), "transform content_redacted"},
 		{"warn", outputCtx(t, `"my password is hunter2"`), "warn content_warning"},
-		{"keys are not scanned", preTool(t, "t", `{"LAUNCH-1234":"x"}`), "allow"},
+		{"member names are scanned", preTool(t, "t", `{"LAUNCH-1234":"x"}`), "deny content_denied"},
+		{"a member name is redacted in place", preTool(t, "t", `{"mail bob@example.com":1,"k":"v"}`), "transform content_redacted"},
 		{"numbers are not strings", preTool(t, "t", `{"n":4111111111111111}`), "allow"},
 		{"redact degrades to warn at agent_startup", startupCtx(t, `["bob@example.com"]`), "warn content_redacted"},
 		{"shutdown summary is clean", mkCtx(t, points.AgentShutdown, `{"summary":{"reason":"completed"}}`), "allow"},
@@ -171,5 +172,31 @@ func TestContentCancelled(t *testing.T) {
 	cancel()
 	if _, err := ic.Intercept(ctx, outputCtx(t, `"x"`)); err == nil {
 		t.Fatal("cancelled call answered")
+	}
+}
+
+func TestContentRedactsMemberNames(t *testing.T) {
+	ic := build(t, KindContent, `{"packs":{"pii":"redact"},"redact":["sk-proj-[A-Za-z0-9]{20,}"]}`)
+	c := preTool(t, "t", `{"nested":{"mail bob@example.com":1,"key sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX":"and bob@example.com"},"k":"v"}`)
+	v := run(t, ic, c)
+	if v.Decision != points.DecisionTransform {
+		t.Fatalf("verdict %+v", v)
+	}
+	out, err := points.ApplyTransform(c.TargetBytes(), v.Transform.Path, v.Transform.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "bob@example.com") || strings.Contains(string(out), "sk-proj-A") || !gjson.ValidBytes(out) ||
+		gjson.GetBytes(out, "k").Str != "v" || len(gjson.GetBytes(out, "nested").Map()) != 2 {
+		t.Fatalf("redacted target %s", out)
+	}
+}
+
+func TestContentSkipsStructuralNames(t *testing.T) {
+	// A pattern that matches a structural member name must not fire on it.
+	ic := build(t, KindContent, `{"deny":["(?i)content|tool_calls|finish_reason"]}`)
+	c := mkCtx(t, points.PostModelCall, `{"model":{"id":"m"},"response":{"content":"hello","tool_calls":[],"finish_reason":"stop"}}`)
+	if got := verdictSummary(run(t, ic, c)); got != "allow" {
+		t.Fatalf("verdict %s", got)
 	}
 }

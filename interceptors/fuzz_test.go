@@ -35,7 +35,7 @@ func FuzzContentRedact(f *testing.F) {
 			return // contexts carry valid UTF-8 only
 		}
 		q := quoteJSON(s)
-		c := postTool(t, "t", `{}`, `{"a":`+q+`,"b":[`+q+`,{"c":`+q+`,"n":1}],"d":"fixed"}`)
+		c := postTool(t, "t", `{}`, `{"a":`+q+`,"b":[`+q+`,{"c":`+q+`,"n":1}],"d":"fixed","e":{`+q+`:1}}`)
 		v, err := ic.Intercept(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ func FuzzContentRedact(f *testing.F) {
 		if r.Get("d").Str != "fixed" || r.Get("b.1.n").Raw != "1" {
 			t.Fatalf("untouched members changed: %s", out)
 		}
-		walkStrings([]byte(r.Raw), func(sv stringVisit) bool {
+		walkStringsAndKeys([]byte(r.Raw), func(sv stringVisit) bool {
 			for _, p := range pats {
 				if p.found(newText(sv.value)) {
 					t.Fatalf("%s still matches after redaction in %q", p.name, sv.value)

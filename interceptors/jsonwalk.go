@@ -119,6 +119,9 @@ type stringVisit struct {
 	path       []seg
 	value      string
 	start, end int
+	// isKey: the string is a member name (walkStringsAndKeys); path is
+	// then the object's own path and start/end the quoted name's span.
+	isKey bool
 }
 
 // keep returns a copy of v that stays valid after the visit.
@@ -138,9 +141,34 @@ const cancelCheckEvery = 64
 // walkStringsCtx is walkStrings that also stops, with the context's error,
 // when ctx ends (checked every cancelCheckEvery strings).
 func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool) error {
+	return walkCtx(ctx, doc, false, fn)
+}
+
+// structuralKey reports whether a member name is one the spec's contexts
+// and the chat API use for their own structure. Such a name is the literal
+// word and holds no payload, so the content kinds skip it: a user's
+// pattern that happens to match "content" must not deny every answer.
+func structuralKey(k string) bool {
+	switch k {
+	case "content", "role", "tool_calls", "id", "name", "args", "arguments", "function", "type",
+		"finish_reason", "text", "image_url", "input_audio", "url", "detail", "tool_call_id",
+		"refusal", "value", "is_error", "index", "data", "format", "file", "file_id", "filename":
+		return true
+	}
+	return false
+}
+
+// walkStringsAndKeysCtx is walkStringsCtx that also visits member names
+// (isKey), which carry text as much as values do: a tool's arguments or
+// result parsed from JSON may hold a secret as a key.
+func walkStringsAndKeysCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool) error {
+	return walkCtx(ctx, doc, true, fn)
+}
+
+func walkCtx(ctx context.Context, doc []byte, keys bool, fn func(v stringVisit) bool) error {
 	var err error
 	n := 0
-	walkStrings(doc, func(v stringVisit) bool {
+	walk(doc, keys, func(v stringVisit) bool {
 		if n++; n%cancelCheckEvery == 0 {
 			if err = ctxErr(ctx); err != nil {
 				return false
@@ -162,12 +190,17 @@ func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool
 // with the vectorised IndexByte, visits a string without escapes as a view
 // of doc, and keeps one path stack, where gjson reads a string a byte at a
 // time and a walk over it allocated a path per member.
-func walkStrings(doc []byte, fn func(v stringVisit) bool) bool {
+func walkStrings(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc, false, fn) }
+
+// walkStringsAndKeys is walkStrings that also visits member names (isKey).
+func walkStringsAndKeys(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc, true, fn) }
+
+func walk(doc []byte, keys bool, fn func(v stringVisit) bool) bool {
 	if len(doc) == 0 {
 		return true
 	}
 	w := walkerPool.Get().(*strWalker)
-	w.doc, w.stopped = doc, false
+	w.doc, w.stopped, w.keys = doc, false, keys
 	w.value(0, fn)
 	stopped := w.stopped
 	w.doc = nil
@@ -193,6 +226,7 @@ type strWalker struct {
 	doc     []byte
 	path    []seg
 	stopped bool
+	keys    bool   // visit member names too
 	scratch []byte // unescaped strings, reused
 }
 
@@ -274,6 +308,9 @@ func (w *strWalker) object(i int, fn func(v stringVisit) bool) int {
 			key = string(points.AppendUnescaped(nil, doc[i+1:kend-1]))
 		} else {
 			key = bytesView(doc[i+1 : kend-1])
+		}
+		if w.keys && !fn(stringVisit{path: w.path[:depth], value: key, start: i, end: kend, isKey: true}) {
+			return w.stop()
 		}
 		if i = skipJSONSpace(doc, kend); i >= len(doc) || doc[i] != ':' {
 			return w.stop()

@@ -61,9 +61,9 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 		ss       []splice
 		redacted []string
 	)
-	err := walkStringsCtx(ctx, doc, func(v stringVisit) bool {
-		if len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
-			return true
+	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
+		if v.isKey && (len(v.path) == 0 || structuralKey(v.value)) || len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
+			return true // the envelope's own names and members stay
 		}
 		masked, _, changed := r.ms.apply(newText(v.value))
 		if !changed {

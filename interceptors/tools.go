@@ -361,7 +361,7 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 	}
 	var f toolFinding
 	found := false
-	walkStrings([]byte(args.Raw), func(v stringVisit) bool {
+	walkStringsAndKeys([]byte(args.Raw), func(v stringVisit) bool {
 		for _, cand := range t.urlRE.FindAllString(v.value, -1) {
 			if why, bad := t.urlViolation(cand); bad {
 				f = toolFinding{outcome: toolEgress, detail: "argument URL " + why}

@@ -51,7 +51,7 @@ func TestTools(t *testing.T) {
 		{"egress case and trailing dot", preTool(t, "fetch", `{"url":"HTTPS://API.EXAMPLE.COM./"}`), "allow"},
 		{"egress unparseable", preTool(t, "fetch", `{"url":"http://[::1"}`), "deny egress_denied"},
 		{"egress file url has no host", preTool(t, "fetch", `{"url":"file:///etc/hosts"}`), "allow"},
-		{"egress keys not scanned", preTool(t, "fetch", `{"https://evil.com":"x"}`), "allow"},
+		{"egress checks member names too", preTool(t, "fetch", `{"https://evil.com":"x"}`), "deny egress_denied"},
 		{"other points allow", outputCtx(t, `"shell_exec"`), "allow"},
 	}
 	for _, tt := range tests {
