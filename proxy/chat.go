@@ -376,6 +376,12 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		return turn{}, false
 	}
 	defer resp.Body.Close()
+	// The upstream's own request id, for a support ticket, whatever the
+	// answer turns out to be (one per upstream call, the proxy's own
+	// continuations included).
+	if id := resp.Header.Get("X-Request-Id"); id != "" {
+		w.Header().Add("X-Upstream-Request-Id", id)
+	}
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// Not followed, and not passed on either: a client following its
 		// Location would send the prompt to another host unmediated.

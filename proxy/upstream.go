@@ -68,9 +68,10 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 }
 
 // copyHeaders copies response headers minus hop-by-hop and framing ones.
-// The upstream's X-Request-Id becomes X-Upstream-Request-Id: the response
-// already carries hooksproxy's (the one on its records), and two values
-// under one name reach clients joined as one string.
+// The upstream's X-Request-Id is left out where the response carries
+// hooksproxy's (the one on its records): two values under one name reach
+// clients joined as one string. modelTurn hands it on as
+// X-Upstream-Request-Id.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		switch http.CanonicalHeaderKey(k) {
@@ -78,10 +79,7 @@ func copyHeaders(dst, src http.Header) {
 			continue
 		case "X-Request-Id":
 			if dst.Get("X-Request-Id") != "" {
-				for _, v := range vs {
-					dst.Add("X-Upstream-Request-Id", v)
-				}
-				continue
+				continue // already X-Upstream-Request-Id (modelTurn)
 			}
 		}
 		for _, v := range vs {

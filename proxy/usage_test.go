@@ -146,8 +146,18 @@ func TestUpstreamHeadersAndRedirects(t *testing.T) {
 	p := newProxy(t, up.URL, allowAll())
 	r, b := post(t, p.URL, hello)
 	if r.StatusCode != 200 || len(r.Header.Values("X-Request-Id")) != 1 || !strings.HasPrefix(r.Header.Get("X-Request-Id"), "hpr_") ||
-		r.Header.Get("X-Upstream-Request-Id") != "req_upstream_1" {
+		r.Header.Get("X-Upstream-Request-Id") != "req_upstream_1" || len(r.Header.Values("X-Upstream-Request-Id")) != 1 {
 		t.Fatalf("%d %v %s", r.StatusCode, r.Header, b)
+	}
+	// A deny after the upstream answered still names the upstream's id.
+	pd := newProxy(t, up.URL, points.Binding{Name: "deny-out", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.Output {
+			return points.Deny("no", ""), nil
+		}
+		return points.Allow(), nil
+	})})
+	if r, b := post(t, pd.URL, hello); r.StatusCode != 403 || r.Header.Get("X-Upstream-Request-Id") != "req_upstream_1" {
+		t.Fatalf("deny: %d %v %s", r.StatusCode, r.Header, b)
 	}
 	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions?go=away", strings.NewReader(hello))
 	req.Header.Set("Content-Type", "application/json")
