@@ -400,6 +400,16 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 		out = append(out, raw...)
 		n++
 	}
+	// The control errors of withheld calls follow the agent's own results
+	// for that assistant turn, in the order of its tool_calls (the
+	// withheld calls are appended last), as strict backends expect.
+	var pending [][]byte
+	flush := func() {
+		for _, tm := range pending {
+			add(tm)
+		}
+		pending = pending[:0]
+	}
 	for _, m := range msgs {
 		raw := []byte(m.msg.Raw)
 		switch m.role {
@@ -432,6 +442,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 				call = append(call, `}}`...)
 				raw, _ = sjson.SetRawBytes(raw, "tool_calls.-1", call)
 			}
+			flush()
 			add(raw)
 			for _, wid := range spliced {
 				w := sess.tools[wid]
@@ -440,12 +451,14 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 				tm = append(tm, `,"content":`...)
 				tm = appendString(tm, string(w.control))
 				tm = append(tm, '}')
-				add(tm)
+				pending = append(pending, tm)
 			}
 		default:
+			flush()
 			add(raw)
 		}
 	}
+	flush()
 	sess.mu.Unlock()
 	out = append(out, ']')
 	nb, err := sjson.SetRawBytes(body, "messages", out)

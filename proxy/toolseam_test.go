@@ -99,6 +99,9 @@ func TestTransparentSeamWithholdsAndSplices(t *testing.T) {
 	if len(msgs) != 4 || len(msgs[1].Get("tool_calls").Array()) != 2 {
 		t.Fatalf("upstream history not spliced: %s", sent)
 	}
+	if msgs[2].Get("tool_call_id").Str != "call_a" || msgs[3].Get("tool_call_id").Str != "call_b" {
+		t.Fatalf("results not in tool_calls order: %s", sent)
+	}
 	ctrl := gjson.Get(sent, `messages.#(tool_call_id=="call_b").content`).Str
 	if !strings.Contains(ctrl, "Tool call blocked by agent-hooks at pre_tool_call.") || !strings.Contains(ctrl, "tool_forbidden") {
 		t.Fatalf("control error missing: %s", sent)
