@@ -233,20 +233,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			// before the calls' pre_tool_call, so a denied text spends no
 			// tool verdict on calls that are then not released.
 			if cv := viewCompletion(completion); hasText(cv.answerText()) {
-				text := cv.answerText()
-				res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(text)+16), text), rn.buffer)
-				if !res.Proceed {
-					rn.blocked(res)
+				var ok, changed bool
+				if completion, changed, ok = rn.output(ctx, completion, cv.answerText()); !ok {
 					return
 				}
-				if res.Transformed {
-					var err error
-					if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-						rn.failClosed(points.OutputEvent(nil), "output write-back failed")
-						return
-					}
-					modified = true
-				}
+				modified = modified || changed
 			}
 			if s.opts.TransparentToolSeam {
 				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion)
@@ -280,24 +271,35 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 		} else {
 			// output: the turn's final answer.
-			answer := t.view.answerText()
-			res := em.EmitIn(ctx, sess.ps, points.OutputEventIn(rn.buffer(len(answer)+16), answer), rn.buffer)
-			if !res.Proceed {
-				rn.blocked(res)
+			var ok, changed bool
+			if completion, changed, ok = rn.output(ctx, completion, t.view.answerText()); !ok {
 				return
 			}
-			if res.Transformed {
-				var err error
-				if completion, err = setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-					rn.failClosed(points.OutputEvent(nil), "output write-back failed")
-					return
-				}
-				modified = true
-			}
+			modified = modified || changed
 		}
 		rn.release(t, body, completion, modified, final)
 		return
 	}
+}
+
+// output emits output over text, the answer text of completion, and
+// writes a transform back. When ok is false the answer has been written
+// (a block or a failed write-back).
+func (rn *run) output(ctx context.Context, completion, text []byte) (out []byte, changed, ok bool) {
+	res := rn.em.EmitIn(ctx, rn.sess.ps, points.OutputEventIn(rn.buffer(len(text)+16), text), rn.buffer)
+	if !res.Proceed {
+		rn.blocked(res)
+		return nil, false, false
+	}
+	if !res.Transformed {
+		return completion, false, true
+	}
+	out, err := setAnswerText(completion, []byte(orNull(res.Target().Get("content").Raw)))
+	if err != nil {
+		rn.failClosed(points.OutputEvent(nil), "output write-back failed")
+		return nil, false, false
+	}
+	return out, true, true
 }
 
 // turn is one permitted model call, held.
@@ -710,18 +712,7 @@ func checkChatRequest(body []byte) string {
 			bad = "each message must be an object with a string 'role'"
 			return false
 		}
-		var role, toolCalls, toolCallID []byte
-		points.ForEachMember(m, func(name string, v []byte) bool {
-			switch name {
-			case "role":
-				role = v
-			case "tool_calls":
-				toolCalls = v
-			case "tool_call_id":
-				toolCallID = v
-			}
-			return true
-		})
+		role, toolCallID, toolCalls := rawMessageFields(m)
 		if len(role) == 0 || role[0] != '"' {
 			bad = "each message must be an object with a string 'role'"
 			return false

@@ -15,25 +15,12 @@ import (
 // was judged; any other is judged now. It holds hashes, not content, and
 // the most recent max entries (oldest first out).
 type judgedResults struct {
-	mu    sync.Mutex
-	byID  map[string]judgedEntry
-	order []judgedRef
-	gen   uint64
-	max   int
-}
-
-type judgedEntry struct {
-	sum [sha256.Size]byte
-	gen uint64
-}
-
-type judgedRef struct {
-	id  string
-	gen uint64
+	mu   sync.Mutex
+	sums *recent[[sha256.Size]byte]
 }
 
 func newJudgedResults(max int) *judgedResults {
-	return &judgedResults{byID: map[string]judgedEntry{}, max: max}
+	return &judgedResults{sums: newRecent[[sha256.Size]byte](max)}
 }
 
 // remember records that the model sees content for call id.
@@ -42,17 +29,7 @@ func (j *judgedResults) remember(id, content string) {
 	sum := sha256.Sum256([]byte(content))
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.gen++
-	j.byID[id] = judgedEntry{sum: sum, gen: j.gen}
-	j.order = append(j.order, judgedRef{id: id, gen: j.gen})
-	for len(j.byID) > j.max || len(j.order) > 2*j.max {
-		old := j.order[0]
-		j.order[0] = judgedRef{}
-		j.order = j.order[1:]
-		if e, ok := j.byID[old.id]; ok && e.gen == old.gen {
-			delete(j.byID, old.id)
-		}
-	}
+	j.sums.put(id, sum)
 }
 
 // judged reports whether content for call id is what a judgment left the
@@ -61,6 +38,6 @@ func (j *judgedResults) judged(id, content string) bool {
 	sum := sha256.Sum256([]byte(content))
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	e, ok := j.byID[id]
-	return ok && e.sum == sum
+	got, ok := j.sums.get(id)
+	return ok && got == sum
 }

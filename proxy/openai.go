@@ -44,6 +44,23 @@ func projectMessages(body []byte) []byte {
 	return out
 }
 
+// rawMessageFields are the raw role, tool_call_id and tool_calls of one
+// message (nil when absent), read in one member walk.
+func rawMessageFields(m []byte) (role, toolCallID, toolCalls []byte) {
+	points.ForEachMember(m, func(name string, v []byte) bool {
+		switch name {
+		case "role":
+			role = v
+		case "tool_call_id":
+			toolCallID = v
+		case "tool_calls":
+			toolCalls = v
+		}
+		return true
+	})
+	return role, toolCallID, toolCalls
+}
+
 // messagesOf returns the request's messages, each a gjson view of its own
 // bytes, found by the member and element walks (one gjson pass over a
 // long history costs what several of these do).
@@ -380,18 +397,7 @@ func appendString(dst []byte, s string) []byte {
 func toolCallIDsIn(body []byte) []string {
 	var ids []string
 	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
-		var role, toolCallID, toolCalls []byte
-		points.ForEachMember(m, func(name string, v []byte) bool {
-			switch name {
-			case "role":
-				role = v
-			case "tool_call_id":
-				toolCallID = v
-			case "tool_calls":
-				toolCalls = v
-			}
-			return true
-		})
+		role, toolCallID, toolCalls := rawMessageFields(m)
 		switch gjson.ParseBytes(role).Str {
 		case "tool":
 			if id := gjson.ParseBytes(toolCallID).Str; id != "" {

@@ -55,25 +55,11 @@ type sessions struct {
 	agent   points.Agent
 	onEvict func(s *session, reason string)
 	gauge   func(n int)
-	// ended remembers the contract sessions of ended named sessions, the
-	// most recent max of them (endedOrder, oldest first), so that a
-	// request reusing the id starts a session whose sequence goes on
-	// (points.Session.Continue) instead of repeating 0, 1, ...
-	ended      map[string]endedSession
-	endedOrder []endedRef
-	endedGen   uint64
-}
-
-// endedSession is an ended named session's contract session; gen tells a
-// current memory from a stale endedOrder entry for the same id.
-type endedSession struct {
-	ps  *points.Session
-	gen uint64
-}
-
-type endedRef struct {
-	id  string
-	gen uint64
+	// ended remembers the contract sessions of the last max ended named
+	// sessions, so that a request reusing the id starts a session whose
+	// sequence goes on (points.Session.Continue) instead of repeating
+	// 0, 1, ...
+	ended *recent[*points.Session]
 }
 
 // report tells the gauge the session count; call with ss.mu held.
@@ -91,7 +77,7 @@ func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*
 		idle = 15 * time.Minute
 	}
 	return &sessions{byID: map[string]*session{}, byCall: map[string]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict,
-		ended: map[string]endedSession{}}
+		ended: newRecent[*points.Session](max)}
 }
 
 func newID(prefix string) string {
@@ -121,9 +107,9 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 		agent.ID = agentID
 	}
 	ps := points.NewSession(agent, id)
-	if prev, ok := ss.ended[id]; ok {
-		ps = prev.ps.Continue(agent)
-		delete(ss.ended, id)
+	if prev, ok := ss.ended.get(id); ok {
+		ps = prev.Continue(agent)
+		ss.ended.del(id)
 	}
 	s = &session{ps: ps, headerless: headerless, lastActive: now, callIDs: map[string]int{}, answered: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
 	ss.byID[id] = s
@@ -257,29 +243,12 @@ func (ss *sessions) removeLocked(s *session) {
 	if ss.byID[s.ps.ID()] == s {
 		delete(ss.byID, s.ps.ID())
 		if !s.headerless { // header-less ids are random and never come back
-			ss.rememberLocked(s.ps)
+			ss.ended.put(strings.Clone(s.ps.ID()), s.ps)
 		}
 	}
 	for id := range s.callIDs {
 		if ss.byCall[id] == s {
 			delete(ss.byCall, id)
-		}
-	}
-}
-
-// rememberLocked keeps ps as the latest incarnation of its id, within the
-// bound: the oldest memories go first (a reuse after that starts again at
-// sequence 0, as a new session would).
-func (ss *sessions) rememberLocked(ps *points.Session) {
-	ss.endedGen++
-	ss.ended[ps.ID()] = endedSession{ps: ps, gen: ss.endedGen}
-	ss.endedOrder = append(ss.endedOrder, endedRef{id: ps.ID(), gen: ss.endedGen})
-	for len(ss.ended) > ss.max || len(ss.endedOrder) > 2*ss.max {
-		old := ss.endedOrder[0]
-		ss.endedOrder[0] = endedRef{}
-		ss.endedOrder = ss.endedOrder[1:]
-		if e, ok := ss.ended[old.id]; ok && e.gen == old.gen {
-			delete(ss.ended, old.id)
 		}
 	}
 }

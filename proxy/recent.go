@@ -1,0 +1,47 @@
+package proxy
+
+// recent is a map that keeps only its most recent max entries, oldest out.
+// It is not safe for concurrent use: its owners lock around it.
+type recent[V any] struct {
+	m     map[string]recentEntry[V]
+	order []recentRef // insertion order; stale refs are skipped
+	gen   uint64
+	max   int
+}
+
+type recentEntry[V any] struct {
+	v   V
+	gen uint64
+}
+
+type recentRef struct {
+	key string
+	gen uint64
+}
+
+func newRecent[V any](max int) *recent[V] {
+	return &recent[V]{m: map[string]recentEntry[V]{}, max: max}
+}
+
+// put stores v under k as the most recent entry, then forgets the oldest
+// beyond max. k must be owned (not a view of a request).
+func (r *recent[V]) put(k string, v V) {
+	r.gen++
+	r.m[k] = recentEntry[V]{v: v, gen: r.gen}
+	r.order = append(r.order, recentRef{key: k, gen: r.gen})
+	for len(r.m) > r.max || len(r.order) > 2*r.max {
+		old := r.order[0]
+		r.order[0] = recentRef{}
+		r.order = r.order[1:]
+		if e, ok := r.m[old.key]; ok && e.gen == old.gen {
+			delete(r.m, old.key)
+		}
+	}
+}
+
+func (r *recent[V]) get(k string) (V, bool) {
+	e, ok := r.m[k]
+	return e.v, ok
+}
+
+func (r *recent[V]) del(k string) { delete(r.m, k) }
