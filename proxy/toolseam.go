@@ -115,7 +115,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		tc.control = controlError(points.PreToolCall, r.Verdict)
 		c := string(tc.control)
 		tc.result = &c // §6.2: no result of a blocked call reaches the model
-		s.judged.remember(tc.idKey, c)
+		s.judged.remember(tc.idKey, "", false, c)
 	}
 	close(tc.ready)
 	return tc.outcome(), &r, false
@@ -169,6 +169,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	r := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
+	sent := contentOf(gjson.ParseBytes(value))
 	switch {
 	case !r.Proceed:
 		// §6.1: the result is not incorporated; the model gets the control error.
@@ -178,10 +179,9 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		c := contentOf(r.Target())
 		tc.result = &c
 	default:
-		c := contentOf(gjson.ParseBytes(value))
-		tc.result = &c
+		tc.result = &sent
 	}
-	s.judged.remember(id, *tc.result)
+	s.judged.remember(id, sent, true, *tc.result)
 	return &r, true, false
 }
 
@@ -201,9 +201,17 @@ func freshCallID(id string) string { return id + "_" + newID("")[:12] }
 // then not judged again.
 func (s *Server) judgedHere(sess *session, id string, content gjson.Result) bool {
 	sess.mu.Lock()
-	known := sess.tools[id] != nil
-	sess.mu.Unlock()
-	return !known && s.judged.judged(id, contentOf(content))
+	defer sess.mu.Unlock()
+	if sess.tools[id] != nil {
+		return false
+	}
+	judged, replace := s.judged.lookup(id, contentOf(content))
+	if judged && replace != nil {
+		// The original of a result a verdict changed: the model gets the
+		// verdicted content again (the rebuild below applies it).
+		sess.tools[strings.Clone(id)] = &toolCall{preDone: true, proceed: true, postDone: true, result: replace, adopted: true, idKey: strings.Clone(id)}
+	}
+	return judged
 }
 
 // contentOf is the role:tool content that carries a tool_result.value:
@@ -242,8 +250,9 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		id := c.Get("id").Str
 		name := c.Get("function.name").Str
 		argsStr := c.Get("function.arguments").Str
-		if s.sessionKnows(sess, id) {
-			// The model reused an id this session already judged (some
+		if s.sessionKnows(sess, id) || s.judged.known(id) {
+			// The model reused an id already judged, in this session or
+			// an earlier turn of a header-less agent (some
 			// OpenAI-compatible servers number calls per response): the
 			// old verdict must not cover a new call, so the call is
 			// released under a fresh id of its own, which the agent then

@@ -452,3 +452,60 @@ func TestOldToolResultsDoNotSkipInput(t *testing.T) {
 		}
 	}
 }
+
+// maskGuard redacts MASK<n> in tool results.
+func maskGuard() points.Binding {
+	return points.Binding{Name: "mask", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PostToolCall && strings.Contains(c.Get("tool_result.value").Str, "MASK1") {
+			return points.Replace("$target", []byte(`"val [masked]"`)), nil
+		}
+		if c.Point() == points.PostToolCall && strings.Contains(c.Get("tool_result.value").Str, "SECRET") {
+			return points.Deny("tainted", ""), nil
+		}
+		return points.Allow(), nil
+	})}
+}
+
+func TestHeaderlessReplayOfATransformedResultIsNotJudgedAgain(t *testing.T) {
+	up, got := seqUpstream(t, callWithID("call_m"), plainCompletion, plainCompletion)
+	p := seamProxy(t, up.URL, maskGuard())
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	call := gjson.GetBytes(b, "choices.0.message.tool_calls.0").Raw
+	hist := `{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` + call + `]},{"role":"tool","tool_call_id":"call_m","content":"val MASK1"}`
+	post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`)
+	hist += `,{"role":"assistant","content":"done"},{"role":"user","content":"next"}`
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 1 {
+		t.Fatalf("%d post_tool_call records, want 1", n)
+	}
+	last := got()[len(got())-1]
+	if strings.Contains(last, "MASK1") || gjson.Get(last, `messages.#(tool_call_id=="call_m").content`).Str != "val [masked]" {
+		t.Fatalf("replayed original not given the verdicted content: %s", last)
+	}
+}
+
+func TestHeaderlessReuseOfACallIDGetsAFreshID(t *testing.T) {
+	up, _ := seqUpstream(t, callWithID("call_0"), plainCompletion, callWithID("call_0"), plainCompletion)
+	p := seamProxy(t, up.URL, maskGuard())
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"one"}]}`)
+	c1 := gjson.GetBytes(b, "choices.0.message.tool_calls.0").Raw
+	hist := `{"role":"user","content":"one"},{"role":"assistant","content":null,"tool_calls":[` + c1 + `]},{"role":"tool","tool_call_id":"call_0","content":"res1"}`
+	post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`)
+	hist += `,{"role":"assistant","content":"done"},{"role":"user","content":"two"}`
+	_, b = post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`)
+	c2 := gjson.GetBytes(b, "choices.0.message.tool_calls.0")
+	if id := c2.Get("id").Str; id == "call_0" || !strings.HasPrefix(id, "call_0_") {
+		t.Fatalf("reused id across header-less turns not renamed: %s", b)
+	}
+	hist += `,{"role":"assistant","content":null,"tool_calls":[` + c2.Raw + `]},{"role":"tool","tool_call_id":"` + c2.Get("id").Str + `","content":"res2 SECRET"}`
+	post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`)
+	var denied bool
+	for _, r := range p.sink.Records() {
+		denied = denied || r.InterceptionPoint == points.PostToolCall && r.Verdict.Reason == "tainted"
+	}
+	if !denied {
+		t.Fatalf("the new result was not judged: %v", points_(p.sink))
+	}
+}
