@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -238,6 +239,9 @@ func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session
 
 func (s *Server) routes() chi.Router {
 	r := chi.NewRouter()
+	// HEAD of a GET route answers as the GET does, without the body
+	// (load balancers probe health with HEAD).
+	r.Use(middleware.GetHead)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, 200, map[string]string{"status": "ok"}) })
 	r.Get("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if s.closing.Load() || s.Emitter() == nil {

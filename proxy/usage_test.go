@@ -302,3 +302,15 @@ func TestUpstreamFailureInsideAStream(t *testing.T) {
 		})
 	}
 }
+
+func TestHeadHealthz(t *testing.T) {
+	p := newProxy(t, "http://127.0.0.1:1", allowAll())
+	resp, err := http.Head(p.URL + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("HEAD /healthz: %d", resp.StatusCode)
+	}
+}
