@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -387,6 +388,18 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	}
 	if len(changes) > 0 {
 		path, value := redactTransform(doc, changes)
+		if !points.ValidJSON(value) {
+			// Two member names masked to the same name (or to a name the
+			// object has): number the masked names so they stay distinct.
+			n := 0
+			for i := range changes {
+				if changes[i].visit.isKey {
+					n++
+					changes[i].value += "#" + strconv.Itoa(n)
+				}
+			}
+			path, value = redactTransform(doc, changes)
+		}
 		v := points.Replace(path, value)
 		v.Reason = ct.reason(actRedact)
 		v.Message = ct.rules.messages[actRedact]

@@ -200,3 +200,16 @@ func TestContentSkipsStructuralNames(t *testing.T) {
 		t.Fatalf("verdict %s", got)
 	}
 }
+
+func TestContentMaskedNamesStayDistinct(t *testing.T) {
+	ic := build(t, KindContent, `{"redact":["MASK[0-9]"]}`)
+	c := postTool(t, "t", `{}`, `{"MASK1":1,"MASK2":2}`)
+	v := run(t, ic, c)
+	if v.Decision != points.DecisionTransform {
+		t.Fatalf("verdict %+v", v)
+	}
+	out, err := points.ApplyTransform(c.TargetBytes(), v.Transform.Path, v.Transform.Value)
+	if err != nil || !points.ValidJSON(out) || strings.Contains(string(out), "MASK") || len(gjson.ParseBytes(out).Map()) != 2 {
+		t.Fatalf("redacted %s (%v)", out, err)
+	}
+}
