@@ -142,13 +142,15 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.sessions.release(sess, s.opts.Now())
 	cid := pathParam(r, "cid")
+	// Linked before the pre runs: a chat follow-up carrying this call's
+	// result while its pre waits (an approval) is the same turn going on.
+	s.sessions.link(sess, []string{cid}, -1)
 	out, res, existing := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
 	if existing && (out.name != name.Str || (!points.JSONEqual(string(out.reqArgs), string(argsRaw)) && !points.JSONEqual(string(out.args), string(argsRaw)))) {
 		// The remembered verdict covers that call only, not a different one.
 		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
 		return
 	}
-	s.sessions.link(sess, []string{cid}, -1)
 	if !out.proceed {
 		s.toolSeamBlocked(w, r, em, sess, res, out.control)
 		return

@@ -359,6 +359,9 @@ func TestToolResultWaitsForItsPendingPre(t *testing.T) {
 	if n := count(p.sink, points.PostToolCall); n != 0 {
 		t.Fatalf("%d post_tool_call for a call its pre blocked", n)
 	}
+	if n := count(p.sink, points.Input); n != 0 {
+		t.Fatalf("%d input records for a follow-up of a pending call", n)
+	}
 }
 
 // callWithID is a completion with one tool call of the given id.
