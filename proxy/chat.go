@@ -384,7 +384,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if id := resp.Header.Get("X-Request-Id"); id != "" {
 		w.Header().Add("X-Upstream-Request-Id", id)
 	}
-	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+	if resp.Header.Get("Location") != "" && resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// Not followed, and not passed on either: a client following its
 		// Location would send the prompt to another host unmediated.
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
@@ -455,6 +455,13 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
 			if ctx.Err() != nil {
 				rn.end("cancelled", false)
+				return turn{}, false
+			}
+			if err == nil && int64(len(t.completion)) <= s.opts.MaxBufferedResponseBytes {
+				// Read whole but not acceptable JSON: the upstream's fault,
+				// answered as such; nothing of it is released.
+				writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered a body that is not acceptable JSON; nothing of it was released", "upstream_invalid_response")
+				rn.end("error", false)
 				return turn{}, false
 			}
 			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))

@@ -314,3 +314,12 @@ func TestHeadHealthz(t *testing.T) {
 		t.Fatalf("HEAD /healthz: %d", resp.StatusCode)
 	}
 }
+
+func TestUpstreamInvalidJSONIsAnUpstreamError(t *testing.T) {
+	up, _ := seqUpstream(t, `{"id":"c","id":"d","choices":[]}`)
+	p := newProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, hello)
+	if r.StatusCode != 502 || gjson.GetBytes(b, "error.code").Str != "upstream_invalid_response" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+}
