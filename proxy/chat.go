@@ -319,7 +319,7 @@ type turn struct {
 // When it returns false the answer has been written.
 func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	s, em, sess, w, r := rn.s, rn.em, rn.sess, rn.w, rn.r
-	model := gjson.Get(view(body), "model").Str
+	model := bodyGet(body, "model").Str
 	reqID := newID("req_")
 	ev := points.PreModelCallEvent(model, projectMessages(body)).With("request_id", quoteJSON(reqID))
 	if decls, _ := toolDecls(body); decls != nil {
@@ -343,10 +343,10 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
-	stream := gjson.Get(view(body), "stream").Bool()
+	stream := bodyGet(body, "stream").Bool()
 	upBody := body
 	t := turn{}
-	if stream && !gjson.Get(view(body), "stream_options.include_usage").Bool() {
+	if stream && !bodyGet(body, "stream_options.include_usage").Bool() {
 		// A stream carries usage only when asked for it, and the points
 		// (token budgets, rules over usage) need it as a JSON answer has
 		// it. The usage chunk is left out of what the client gets.
@@ -575,7 +575,7 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 		}
 	}
 	if t.held != nil && modified {
-		if rendered, err = t.held.render(completion, gjson.Get(view(body), "stream_options.include_usage").Bool()); err != nil {
+		if rendered, err = t.held.render(completion, bodyGet(body, "stream_options.include_usage").Bool()); err != nil {
 			rn.failClosed(t.post, "verdicted response could not be re-derived as a stream")
 			return
 		}

@@ -182,7 +182,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	if n := body.Get("name"); n.Type == gjson.String && n.Str != "" {
 		sess.mu.Lock()
 		tc := sess.tools[cid]
-		differs := tc != nil && tc.name != n.Str
+		differs := tc != nil && tc.name != "" && tc.name != n.Str
 		sess.mu.Unlock()
 		if differs {
 			// The result belongs to the call its pre judged, not another.

@@ -73,6 +73,21 @@ func messagesOf(body []byte) []gjson.Result {
 	return out
 }
 
+// bodyGet reads a dotted path of plain names from a request body: the
+// top-level member by the member walk (a gjson read of a member after the
+// messages reads them all), the rest by gjson inside it.
+func bodyGet(body []byte, path string) gjson.Result {
+	head, rest, nested := strings.Cut(path, ".")
+	v := topMember(body, head)
+	if v == nil {
+		return gjson.Result{}
+	}
+	if !nested {
+		return gjson.Parse(view(v))
+	}
+	return gjson.Get(view(v), rest)
+}
+
 // topMember is the raw value of body's top-level member name, a view of
 // body (nil when absent), found by the member walk that jumps over string
 // bodies: a gjson read of a member after the messages reads them all.
@@ -90,7 +105,7 @@ func topMember(body []byte, name string) []byte {
 
 // toolDecls projects the request's tools to [{name, description?, schema?}].
 func toolDecls(body []byte) ([]byte, []string) {
-	tools := gjson.Get(view(body), "tools")
+	tools := bodyGet(body, "tools")
 	if !tools.IsArray() {
 		return nil, nil
 	}
