@@ -206,6 +206,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.sessions.answer(sess, answered)
+	// The usage of model calls the proxy made on its own (continuations
+	// after every tool call was denied), added to the answer's usage so a
+	// client's accounting sees every call made for its request.
+	var spentPrompt, spentCompletion int64
 	for turn := 0; ; turn++ {
 		if turn > 0 && ctx.Err() != nil {
 			// The client left while the proxy was deciding tool calls: no
@@ -259,6 +263,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 						rn.end("error", false)
 						return
 					}
+					if u := gjson.ParseBytes(t.view.usage); u.IsObject() {
+						spentPrompt += u.Get("prompt_tokens").Int()
+						spentCompletion += u.Get("completion_tokens").Int()
+					}
 					body = continuation(body, completion, withheld, sess)
 					continue
 				}
@@ -276,6 +284,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			modified = modified || changed
+		}
+		if spentPrompt+spentCompletion > 0 {
+			if c, ok := addUsage(completion, spentPrompt, spentCompletion); ok {
+				completion, modified = c, true
+			}
 		}
 		rn.release(t, body, completion, modified, final)
 		return
@@ -797,6 +810,26 @@ func toolCallIDsOf(completion []byte) []string {
 		return true
 	})
 	return ids
+}
+
+// addUsage adds prompt and completion tokens to a completion's usage
+// (and its total); ok is false when the completion has no usage object.
+func addUsage(completion []byte, prompt, compl int64) ([]byte, bool) {
+	u := gjson.Get(view(completion), "usage")
+	if !u.IsObject() {
+		return completion, false
+	}
+	out := completion
+	for _, f := range []struct {
+		k string
+		n int64
+	}{{"prompt_tokens", prompt}, {"completion_tokens", compl}, {"total_tokens", prompt + compl}} {
+		var err error
+		if out, err = sjson.SetBytes(out, "usage."+f.k, u.Get(f.k).Int()+f.n); err != nil {
+			return completion, false
+		}
+	}
+	return out, true
 }
 
 // hasText reports whether an answer text (JSON) is a non-empty string.

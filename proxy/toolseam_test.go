@@ -250,3 +250,15 @@ func TestTransparentPreTransformRewritesArgs(t *testing.T) {
 		t.Fatalf("untouched call changed: %s", a)
 	}
 }
+
+func TestContinuationUsageIsCounted(t *testing.T) {
+	denied := strings.Replace(twoCalls("delete_files", "delete_files"), `"finish_reason":"tool_calls"}]}`,
+		`"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, 1)
+	up, _ := seqUpstream(t, denied, plainCompletion)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "usage.prompt_tokens").Int() != 8 ||
+		gjson.GetBytes(b, "usage.completion_tokens").Int() != 9 || gjson.GetBytes(b, "usage.total_tokens").Int() != 17 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+}
