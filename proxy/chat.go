@@ -470,10 +470,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 				rn.end("cancelled", false)
 				return turn{}, false
 			}
-			if err == nil && int64(len(t.completion)) <= s.opts.MaxBufferedResponseBytes {
-				// Read whole but not acceptable JSON: the upstream's fault,
+			if int64(len(t.completion)) <= s.opts.MaxBufferedResponseBytes {
+				// Cut short, or not acceptable JSON: the upstream's fault,
 				// answered as such; nothing of it is released.
-				writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered a body that is not acceptable JSON; nothing of it was released", "upstream_invalid_response")
+				msg := "upstream answered a body that is not acceptable JSON; nothing of it was released"
+				if err != nil {
+					msg = "upstream body could not be read whole; nothing of it was released"
+				}
+				writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
 				rn.end("error", false)
 				return turn{}, false
 			}

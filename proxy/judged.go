@@ -20,50 +20,95 @@ import (
 type judgedResults struct {
 	mu   sync.Mutex
 	sums *recent[judgedEntry]
+	kept int // bytes of verdict content held, within maxKeptBytes
 }
 
-// judgedEntry is one call id's memory.
+// judgedEntry is one call id's memory. An entry with judged false only
+// reserves the id: a call released under it has no result yet, and a
+// model reusing it gets a fresh id.
 type judgedEntry struct {
+	call       [sha256.Size]byte // the call's name and arguments
 	sent, seen [sha256.Size]byte
+	judged     bool
 	hasSent    bool
 	verdict    *string // what the model sees, when it differs from sent and is small
 }
 
-// maxKeptVerdict bounds a verdicted result kept in the memory; a longer
-// one is judged again when its original is replayed in another session.
-const maxKeptVerdict = 16 << 10
+// maxKeptVerdict bounds one verdicted result kept in the memory, and
+// maxKeptBytes all of them; a result beyond either is judged again when
+// its original is replayed in another session.
+const (
+	maxKeptVerdict = 16 << 10
+	maxKeptBytes   = 16 << 20
+)
 
 func newJudgedResults(max int) *judgedResults {
-	return &judgedResults{sums: newRecent[judgedEntry](max)}
+	j := &judgedResults{}
+	j.sums = newRecent[judgedEntry](max)
+	j.sums.evicted = func(e judgedEntry) {
+		if e.verdict != nil {
+			j.kept -= len(*e.verdict)
+		}
+	}
+	return j
 }
 
-// remember records that, for call id, the agent sent sent (hasSent false
-// when the call was blocked before any result) and the model sees seen.
-func (j *judgedResults) remember(id, sent string, hasSent bool, seen string) {
-	e := judgedEntry{seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
+// callSum binds a memory to the call it answers.
+func callSum(name string, args []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(compact(args))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// reserve marks ids as released, so that a model reusing one in any
+// session gets a fresh id even before its result is judged.
+func (j *judgedResults) reserve(ids []string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := j.sums.get(id); !ok {
+			j.sums.put(strings.Clone(id), judgedEntry{})
+		}
+	}
+}
+
+// remember records that, for call id (name, args), the agent sent sent
+// (hasSent false when the call was blocked before any result) and the
+// model sees seen.
+func (j *judgedResults) remember(id, name string, args []byte, sent string, hasSent bool, seen string) {
+	e := judgedEntry{call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), judged: true, hasSent: hasSent}
 	if hasSent {
 		e.sent = sha256.Sum256([]byte(sent))
-	}
-	if (!hasSent || e.sent != e.seen) && len(seen) <= maxKeptVerdict {
-		v := strings.Clone(seen)
-		e.verdict = &v
 	}
 	id = strings.Clone(id) // may be a view of a request
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if (!hasSent || e.sent != e.seen) && len(seen) <= maxKeptVerdict && j.kept+len(seen) <= maxKeptBytes {
+		v := strings.Clone(seen)
+		e.verdict = &v
+		j.kept += len(v)
+	}
+	if old, ok := j.sums.get(id); ok && old.verdict != nil {
+		j.kept -= len(*old.verdict)
+	}
 	j.sums.put(id, e)
 }
 
-// lookup reports whether content for call id was judged: it is what the
-// model was to see (replace nil), or the original of a judgment whose
-// verdicted content is replace.
-func (j *judgedResults) lookup(id, content string) (judged bool, replace *string) {
+// lookup reports whether content for call id (name, args) was judged: it
+// is what the model was to see (replace nil), or the original of a
+// judgment whose verdicted content is replace.
+func (j *judgedResults) lookup(id, name string, args []byte, content string) (judged bool, replace *string) {
+	call := callSum(name, args)
 	sum := sha256.Sum256([]byte(content))
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, ok := j.sums.get(id)
 	switch {
-	case !ok:
+	case !ok || !e.judged || e.call != call:
 		return false, nil
 	case e.seen == sum:
 		return true, nil
@@ -73,10 +118,23 @@ func (j *judgedResults) lookup(id, content string) (judged bool, replace *string
 	return false, nil
 }
 
-// known reports whether call id was judged in any session.
+// known reports whether call id was released or judged in any session.
 func (j *judgedResults) known(id string) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	_, ok := j.sums.get(id)
 	return ok
+}
+
+// reset forgets every judgment: a new policy judges afresh.
+func (j *judgedResults) reset() {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.sums = newRecent[judgedEntry](j.sums.max)
+	j.sums.evicted = func(e judgedEntry) {
+		if e.verdict != nil {
+			j.kept -= len(*e.verdict)
+		}
+	}
+	j.kept = 0
 }

@@ -7,6 +7,8 @@ type recent[V any] struct {
 	order []recentRef // insertion order; stale refs are skipped
 	gen   uint64
 	max   int
+	// evicted, when set, is told of every entry the bound pushes out.
+	evicted func(V)
 }
 
 type recentEntry[V any] struct {
@@ -35,6 +37,9 @@ func (r *recent[V]) put(k string, v V) {
 		r.order = r.order[1:]
 		if e, ok := r.m[old.key]; ok && e.gen == old.gen {
 			delete(r.m, old.key)
+			if r.evicted != nil {
+				r.evicted(e.v)
+			}
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,7 +180,10 @@ func New(opts Options) *Server {
 
 // Swap installs a new emitter; requests already running keep the one they
 // started with.
-func (s *Server) Swap(e *points.Emitter) { s.emitter.Store(e) }
+func (s *Server) Swap(e *points.Emitter) {
+	s.emitter.Store(e)
+	s.judged.reset() // what the old policy judged, the new one judges afresh
+}
 
 // Emitter returns the emitter new requests use.
 func (s *Server) Emitter() *points.Emitter { return s.emitter.Load() }
@@ -273,6 +277,9 @@ func (s *Server) routes() chi.Router {
 			if mux.Match(chi.NewRouteContext(), m, r.URL.Path) {
 				allow = append(allow, m)
 			}
+		}
+		if slices.Contains(allow, http.MethodGet) && !slices.Contains(allow, http.MethodHead) {
+			allow = append(allow, http.MethodHead) // GetHead answers it
 		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

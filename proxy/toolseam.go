@@ -115,7 +115,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		tc.control = controlError(points.PreToolCall, r.Verdict)
 		c := string(tc.control)
 		tc.result = &c // §6.2: no result of a blocked call reaches the model
-		s.judged.remember(tc.idKey, "", false, c)
+		s.judged.remember(tc.idKey, tc.name, args, "", false, c)
 	}
 	close(tc.ready)
 	return tc.outcome(), &r, false
@@ -169,7 +169,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	r := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	sent := contentOf(gjson.ParseBytes(value))
+	sent := sentContent(value)
 	switch {
 	case !r.Proceed:
 		// §6.1: the result is not incorporated; the model gets the control error.
@@ -181,7 +181,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	default:
 		tc.result = &sent
 	}
-	s.judged.remember(id, sent, true, *tc.result)
+	s.judged.remember(id, name, args, sent, true, *tc.result)
 	return &r, true, false
 }
 
@@ -199,19 +199,29 @@ func freshCallID(id string) string { return id + "_" + newID("")[:12] }
 // judged before (another session of the same agent run, an earlier turn
 // of a header-less agent) and says what the model was to see then: it is
 // then not judged again.
-func (s *Server) judgedHere(sess *session, id string, content gjson.Result) bool {
+func (s *Server) judgedHere(sess *session, id string, call seenCall, content gjson.Result) bool {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.tools[id] != nil {
 		return false
 	}
-	judged, replace := s.judged.lookup(id, contentOf(content))
+	judged, replace := s.judged.lookup(id, call.name, argsObject(call.argsRaw), contentOf(content))
 	if judged && replace != nil {
 		// The original of a result a verdict changed: the model gets the
 		// verdicted content again (the rebuild below applies it).
 		sess.tools[strings.Clone(id)] = &toolCall{preDone: true, proceed: true, postDone: true, result: replace, adopted: true, idKey: strings.Clone(id)}
 	}
 	return judged
+}
+
+// sentContent is the role:tool content a tool_result.value came from,
+// exactly: a JSON string as itself, other JSON as its bytes (untrimmed,
+// so a replay of the same message matches it).
+func sentContent(value []byte) string {
+	if v := gjson.ParseBytes(value); v.Type == gjson.String {
+		return v.Str
+	}
+	return string(value)
 }
 
 // contentOf is the role:tool content that carries a tool_result.value:
@@ -262,6 +272,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		}
 		fresh := id != c.Get("id").Str
 		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		s.judged.reserve([]string{id})
 		if existing {
 			// Another request registered the fresh id at the same moment:
 			// fail closed rather than let one verdict cover two calls.
@@ -361,7 +372,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 			id := m.toolCallID
 			value := toolResultValue(m.content)
 			var seen *seenCall
-			if c, ok := calls[id]; ok && !s.judgedHere(sess, id, m.content) {
+			if c, ok := calls[id]; ok && !s.judgedHere(sess, id, c, m.content) {
 				seen = &c
 			}
 			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)

@@ -512,3 +512,43 @@ func TestHeaderlessReuseOfACallIDGetsAFreshID(t *testing.T) {
 		t.Fatalf("the new result was not judged: %v", points_(p.sink))
 	}
 }
+
+func TestJudgedMemoryIsBoundToTheCallAndThePolicy(t *testing.T) {
+	named := func(id, name string) string {
+		return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+			`{"id":"` + id + `","type":"function","function":{"name":"` + name + `","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	}
+	guard := points.Binding{Name: "web", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PostToolCall && c.Get("tool_call.name").Str == "fetch_url" {
+			return points.Replace("$target", []byte(`"[web content removed]"`)), nil
+		}
+		return points.Allow(), nil
+	})}
+	// Two overlapping header-less conversations whose model numbers calls.
+	up, got := seqUpstream(t, named("call_0", "fetch_url"), named("call_0", "read_local"), plainCompletion, plainCompletion)
+	p := seamProxy(t, up.URL, guard)
+	_, a := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"A"}]}`)
+	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"B"}]}`)
+	ca, cb := gjson.GetBytes(a, "choices.0.message.tool_calls.0"), gjson.GetBytes(b, "choices.0.message.tool_calls.0")
+	if ca.Get("id").Str == cb.Get("id").Str {
+		t.Fatalf("two released calls share the id %s", ca.Get("id").Str)
+	}
+	for _, c := range []gjson.Result{ca, cb} {
+		post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[`+c.Raw+`]},{"role":"tool","tool_call_id":"`+c.Get("id").Str+`","content":"42"}]}`)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 2 {
+		t.Fatalf("%d post_tool_call records, want 2", n)
+	}
+	sent := got()
+	if a2 := sent[2]; !strings.Contains(a2, "[web content removed]") {
+		t.Fatalf("A's fetch_url result not judged as fetch_url: %s", a2)
+	}
+	// A new policy judges afresh.
+	before := count(p.sink, points.PostToolCall)
+	em, _ := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: p.sink})
+	p.srv.Swap(em)
+	post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[`+cb.Raw+`]},{"role":"tool","tool_call_id":"`+cb.Get("id").Str+`","content":"42"},{"role":"assistant","content":"ok"},{"role":"user","content":"more"}]}`)
+	if count(p.sink, points.PostToolCall) != before+1 {
+		t.Fatal("a result judged under the old policy was not judged under the new one")
+	}
+}
