@@ -244,7 +244,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				modified = modified || changed
 			}
 			if s.opts.TransparentToolSeam {
-				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion)
+				history := map[string]bool{}
+				for _, id := range toolCallIDsIn(body) {
+					history[id] = true
+				}
+				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion, history)
 				if halt != nil {
 					rn.blocked(*halt)
 					return
@@ -798,7 +802,7 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {
 		return s.sessions.getAs(id, agentID, false, now)
 	}
-	if sess := s.sessions.byToolCall(toolCallIDsIn(body), now); sess != nil {
+	if sess := s.sessions.byToolCall(toolCallIDsIn(body), toolCallNamesIn(body), now); sess != nil {
 		return sess, false
 	}
 	return s.sessions.getAs(newID("run_"), agentID, true, now)

@@ -23,13 +23,10 @@ type judgedResults struct {
 	kept int // bytes of verdict content held, within maxKeptBytes
 }
 
-// judgedEntry is one call id's memory. An entry with judged false only
-// reserves the id: a call released under it has no result yet, and a
-// model reusing it gets a fresh id.
+// judgedEntry is one call id's memory.
 type judgedEntry struct {
 	call       [sha256.Size]byte // the call's name and arguments
 	sent, seen [sha256.Size]byte
-	judged     bool
 	hasSent    bool
 	verdict    *string // what the model sees, when it differs from sent and is small
 }
@@ -64,23 +61,11 @@ func callSum(name string, args []byte) [sha256.Size]byte {
 	return sum
 }
 
-// reserve marks ids as released, so that a model reusing one in any
-// session gets a fresh id even before its result is judged.
-func (j *judgedResults) reserve(ids []string) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for _, id := range ids {
-		if _, ok := j.sums.get(id); !ok {
-			j.sums.put(strings.Clone(id), judgedEntry{})
-		}
-	}
-}
-
 // remember records that, for call id (name, args), the agent sent sent
 // (hasSent false when the call was blocked before any result) and the
 // model sees seen.
 func (j *judgedResults) remember(id, name string, args []byte, sent string, hasSent bool, seen string) {
-	e := judgedEntry{call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), judged: true, hasSent: hasSent}
+	e := judgedEntry{call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
 	if hasSent {
 		e.sent = sha256.Sum256([]byte(sent))
 	}
@@ -108,7 +93,7 @@ func (j *judgedResults) lookup(id, name string, args []byte, content string) (ju
 	defer j.mu.Unlock()
 	e, ok := j.sums.get(id)
 	switch {
-	case !ok || !e.judged || e.call != call:
+	case !ok || e.call != call:
 		return false, nil
 	case e.seen == sum:
 		return true, nil
@@ -116,14 +101,6 @@ func (j *judgedResults) lookup(id, name string, args []byte, content string) (ju
 		return true, e.verdict
 	}
 	return false, nil
-}
-
-// known reports whether call id was released or judged in any session.
-func (j *judgedResults) known(id string) bool {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	_, ok := j.sums.get(id)
-	return ok
 }
 
 // reset forgets every judgment: a new policy judges afresh.

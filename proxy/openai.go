@@ -44,6 +44,25 @@ func projectMessages(body []byte) []byte {
 	return out
 }
 
+// toolCallNamesIn maps the ids of a request's assistant tool calls to
+// their function names.
+func toolCallNamesIn(body []byte) map[string]string {
+	var names map[string]string
+	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+		_, _, toolCalls := rawMessageFields(m)
+		points.ForEachElement(toolCalls, func(c []byte) bool {
+			if names == nil {
+				names = map[string]string{}
+			}
+			r := gjson.ParseBytes(c)
+			names[r.Get("id").Str] = r.Get("function.name").Str
+			return true
+		})
+		return true
+	})
+	return names
+}
+
 // rawMessageFields are the raw role, tool_call_id and tool_calls of one
 // message (nil when absent), read in one member walk.
 func rawMessageFields(m []byte) (role, toolCallID, toolCalls []byte) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,7 +50,10 @@ func (s *session) touch(now time.Time) {
 type sessions struct {
 	mu      sync.Mutex
 	byID    map[string]*session
-	byCall  map[string]*session
+	// byCall lists, per tool-call id, the open header-less runs that
+	// issued it (more than one when a model numbers its calls per
+	// response and runs overlap).
+	byCall map[string][]*session
 	max     int
 	idle    time.Duration
 	agent   points.Agent
@@ -76,7 +80,7 @@ func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*
 	if idle <= 0 {
 		idle = 15 * time.Minute
 	}
-	return &sessions{byID: map[string]*session{}, byCall: map[string]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict,
+	return &sessions{byID: map[string]*session{}, byCall: map[string][]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict,
 		ended: newRecent[*points.Session](max)}
 }
 
@@ -160,18 +164,46 @@ func (ss *sessions) endLater(s *session, reason string) (open, deferred bool) {
 	return true, false
 }
 
-// byToolCall finds the open header-less run that issued one of ids.
-func (ss *sessions) byToolCall(ids []string, now time.Time) *session {
+// byToolCall finds the open header-less run that issued one of ids. When
+// several runs issued the same id, the one whose call of that id has the
+// name the request's history gives it (names) is taken, else the latest.
+func (ss *sessions) byToolCall(ids []string, names map[string]string, now time.Time) *session {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
+	var pick *session
+	var cands []*session
 	for _, id := range ids {
-		if s := ss.byCall[id]; s != nil && !s.ended {
-			s.lastActive = now
-			s.inFlight++
-			return s
+		for _, s := range ss.byCall[id] {
+			if !s.ended {
+				cands = append(cands, s)
+			}
+		}
+		if len(cands) > 0 {
+			pick = cands[len(cands)-1]
+			if len(cands) > 1 {
+				ss.mu.Unlock()
+				for _, s := range cands {
+					s.mu.Lock()
+					tc := s.tools[id]
+					match := tc != nil && tc.name == names[id]
+					s.mu.Unlock()
+					if match {
+						pick = s
+						break
+					}
+				}
+				ss.mu.Lock()
+			}
+			break
 		}
 	}
-	return nil
+	if pick == nil || pick.ended {
+		ss.mu.Unlock()
+		return nil
+	}
+	pick.lastActive = now
+	pick.inFlight++
+	ss.mu.Unlock()
+	return pick
 }
 
 // link remembers tool-call ids issued in s.
@@ -183,8 +215,8 @@ func (ss *sessions) link(s *session, ids []string, histLen int) {
 	defer ss.mu.Unlock()
 	for _, id := range ids {
 		id = strings.Clone(id) // ids may be views into a request or answer
-		if s.headerless {
-			ss.byCall[id] = s
+		if s.headerless && !slices.Contains(ss.byCall[id], s) {
+			ss.byCall[id] = append(ss.byCall[id], s)
 		}
 		if old, ok := s.callIDs[id]; !ok || old < 0 {
 			s.callIDs[id] = histLen
@@ -247,8 +279,10 @@ func (ss *sessions) removeLocked(s *session) {
 		}
 	}
 	for id := range s.callIDs {
-		if ss.byCall[id] == s {
+		if list := slices.DeleteFunc(ss.byCall[id], func(o *session) bool { return o == s }); len(list) == 0 {
 			delete(ss.byCall, id)
+		} else {
+			ss.byCall[id] = list
 		}
 	}
 }

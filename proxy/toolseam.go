@@ -242,11 +242,11 @@ func contentIs(c gjson.Result, want string) bool {
 }
 
 // releaseCalls runs the transparent seam over a permitted response's tool
-// calls: pre_tool_call for each, arguments rewritten by transforms, denied
+// calls (history holds the tool-call ids of the request that asked): pre_tool_call for each, arguments rewritten by transforms, denied
 // calls withheld (remembered for splicing). It returns the rewritten
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
-func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte) ([]byte, int, []string, *points.Result, *points.Result) {
+func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte, history map[string]bool) ([]byte, int, []string, *points.Result, *points.Result) {
 	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
 	var lastDeny *points.Result
@@ -260,10 +260,11 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		id := c.Get("id").Str
 		name := c.Get("function.name").Str
 		argsStr := c.Get("function.arguments").Str
-		if s.sessionKnows(sess, id) || s.judged.known(id) {
-			// The model reused an id already judged, in this session or
-			// an earlier turn of a header-less agent (some
-			// OpenAI-compatible servers number calls per response): the
+		if s.sessionKnows(sess, id) || history[id] {
+			// The model reused an id this session already judged, or one
+			// the conversation it was shown already has (an earlier turn
+			// of a header-less agent; some OpenAI-compatible servers
+			// number calls per response): the
 			// old verdict must not cover a new call, so the call is
 			// released under a fresh id of its own, which the agent then
 			// answers and replays.
@@ -272,7 +273,6 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 		}
 		fresh := id != c.Get("id").Str
 		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
-		s.judged.reserve([]string{id})
 		if existing {
 			// Another request registered the fresh id at the same moment:
 			// fail closed rather than let one verdict cover two calls.

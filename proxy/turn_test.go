@@ -524,14 +524,15 @@ func TestJudgedMemoryIsBoundToTheCallAndThePolicy(t *testing.T) {
 		}
 		return points.Allow(), nil
 	})}
-	// Two overlapping header-less conversations whose model numbers calls.
+	// Two overlapping header-less conversations whose model numbers calls:
+	// each keeps its ids, and each follow-up joins its own run.
 	up, got := seqUpstream(t, named("call_0", "fetch_url"), named("call_0", "read_local"), plainCompletion, plainCompletion)
 	p := seamProxy(t, up.URL, guard)
 	_, a := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"A"}]}`)
 	_, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"B"}]}`)
 	ca, cb := gjson.GetBytes(a, "choices.0.message.tool_calls.0"), gjson.GetBytes(b, "choices.0.message.tool_calls.0")
-	if ca.Get("id").Str == cb.Get("id").Str {
-		t.Fatalf("two released calls share the id %s", ca.Get("id").Str)
+	if ca.Get("id").Str != "call_0" || cb.Get("id").Str != "call_0" {
+		t.Fatalf("independent conversations' ids changed: %s %s", ca.Get("id").Str, cb.Get("id").Str)
 	}
 	for _, c := range []gjson.Result{ca, cb} {
 		post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":null,"tool_calls":[`+c.Raw+`]},{"role":"tool","tool_call_id":"`+c.Get("id").Str+`","content":"42"}]}`)
