@@ -48,12 +48,12 @@ func (s *session) touch(now time.Time) {
 // sessions is the bounded session table: by id, and (for header-less runs)
 // by the tool-call ids that link a run's follow-up requests.
 type sessions struct {
-	mu      sync.Mutex
-	byID    map[string]*session
+	mu   sync.Mutex
+	byID map[string]*session
 	// byCall lists, per tool-call id, the open header-less runs that
 	// issued it (more than one when a model numbers its calls per
 	// response and runs overlap).
-	byCall map[string][]*session
+	byCall  map[string][]*session
 	max     int
 	idle    time.Duration
 	agent   points.Agent
