@@ -332,9 +332,6 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		changes           []change
 	)
 	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
-		if v.isKey && structuralKey(v.value) {
-			return true
-		}
 		t := newText(v.value)
 		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name

@@ -146,7 +146,7 @@ func walkStringsCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool
 
 // structuralKey reports whether a member name is one the spec's contexts
 // and the chat API use for their own structure. Such a name is the literal
-// word and holds no payload, so the content kinds skip it: a user's
+// word and holds no payload, so the walk over names skips it: a user's
 // pattern that happens to match "content" must not deny every answer.
 func structuralKey(k string) bool {
 	switch k {
@@ -160,7 +160,8 @@ func structuralKey(k string) bool {
 
 // walkStringsAndKeysCtx is walkStringsCtx that also visits member names
 // (isKey), which carry text as much as values do: a tool's arguments or
-// result parsed from JSON may hold a secret as a key.
+// result parsed from JSON may hold a secret as a key. Structural names
+// (structuralKey) are not visited.
 func walkStringsAndKeysCtx(ctx context.Context, doc []byte, fn func(v stringVisit) bool) error {
 	return walkCtx(ctx, doc, true, fn)
 }
@@ -192,7 +193,8 @@ func walkCtx(ctx context.Context, doc []byte, keys bool, fn func(v stringVisit) 
 // time and a walk over it allocated a path per member.
 func walkStrings(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc, false, fn) }
 
-// walkStringsAndKeys is walkStrings that also visits member names (isKey).
+// walkStringsAndKeys is walkStrings that also visits member names (isKey),
+// structural ones excepted.
 func walkStringsAndKeys(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc, true, fn) }
 
 func walk(doc []byte, keys bool, fn func(v stringVisit) bool) bool {
@@ -309,7 +311,7 @@ func (w *strWalker) object(i int, fn func(v stringVisit) bool) int {
 		} else {
 			key = bytesView(doc[i+1 : kend-1])
 		}
-		if w.keys && !fn(stringVisit{path: w.path[:depth], value: key, start: i, end: kend, isKey: true}) {
+		if w.keys && !structuralKey(key) && !fn(stringVisit{path: w.path[:depth], value: key, start: i, end: kend, isKey: true}) {
 			return w.stop()
 		}
 		if i = skipJSONSpace(doc, kend); i >= len(doc) || doc[i] != ':' {

@@ -62,7 +62,7 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 		redacted []string
 	)
 	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
-		if v.isKey && (len(v.path) == 0 || structuralKey(v.value)) || len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
+		if v.isKey && len(v.path) == 0 || len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
 			return true // the envelope's own names and members stay
 		}
 		masked, _, changed := r.ms.apply(newText(v.value))

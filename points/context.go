@@ -75,10 +75,19 @@ func (c *Context) Get(path string) gjson.Result {
 // firstMember is the raw value of obj's first member called name, as a
 // view of obj, or "" (the first, as gjson reads duplicates).
 func firstMember(obj []byte, name string) string {
-	found := ""
+	v := MemberValue(obj, name)
+	return unsafe.String(unsafe.SliceData(v), len(v))
+}
+
+// MemberValue is the raw value of the first member called name of obj, a JSON
+// object already checked valid, as a view of obj (nil when absent). It
+// finds it with the member walk, which jumps over string bodies, where a
+// gjson read reads every string before the member a byte at a time.
+func MemberValue(obj []byte, name string) []byte {
+	var found []byte
 	ForEachMember(obj, func(k string, val []byte) bool {
 		if k == name {
-			found = unsafe.String(unsafe.SliceData(val), len(val))
+			found = val
 			return false
 		}
 		return true

@@ -245,7 +245,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			}
 			if s.opts.TransparentToolSeam {
 				history := map[string]bool{}
-				for _, id := range toolCallIDsIn(body) {
+				ids, _ := toolCallIDsIn(body)
+				for _, id := range ids {
 					history[id] = true
 				}
 				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion, history)
@@ -802,7 +803,8 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {
 		return s.sessions.getAs(id, agentID, false, now)
 	}
-	if sess := s.sessions.byToolCall(toolCallIDsIn(body), toolCallNamesIn(body), now); sess != nil {
+	ids, names := toolCallIDsIn(body)
+	if sess := s.sessions.byToolCall(ids, names, now); sess != nil {
 		return sess, false
 	}
 	return s.sessions.getAs(newID("run_"), agentID, true, now)

@@ -38,7 +38,7 @@ func BenchmarkRequestPasses(b *testing.B) {
 				if msg := checkChatRequest(body); msg != "" {
 					b.Fatal(msg)
 				}
-				_ = toolCallIDsIn(body)
+				_, _ = toolCallIDsIn(body)
 				_ = turnInputs(messagesOf(body))
 				_ = projectMessages(body)
 				_, _ = messageFields(body)

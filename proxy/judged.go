@@ -41,13 +41,19 @@ const (
 
 func newJudgedResults(max int) *judgedResults {
 	j := &judgedResults{}
-	j.sums = newRecent[judgedEntry](max)
+	j.start(max)
+	return j
+}
+
+// start gives j an empty memory of max entries; call with j.mu held (or
+// before j is shared).
+func (j *judgedResults) start(max int) {
+	j.sums, j.kept = newRecent[judgedEntry](max), 0
 	j.sums.evicted = func(e judgedEntry) {
 		if e.verdict != nil {
 			j.kept -= len(*e.verdict)
 		}
 	}
-	return j
 }
 
 // callSum binds a memory to the call it answers.
@@ -107,11 +113,5 @@ func (j *judgedResults) lookup(id, name string, args []byte, content string) (ju
 func (j *judgedResults) reset() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.sums = newRecent[judgedEntry](j.sums.max)
-	j.sums.evicted = func(e judgedEntry) {
-		if e.verdict != nil {
-			j.kept -= len(*e.verdict)
-		}
-	}
-	j.kept = 0
+	j.start(j.sums.max)
 }

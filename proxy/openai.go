@@ -19,7 +19,7 @@ import (
 // carries tool_calls gets content: null). The bytes are shared with the
 // body unless a message needs patching.
 func projectMessages(body []byte) []byte {
-	raw := topMember(body, "messages")
+	raw := points.MemberValue(body, "messages")
 	var missing []int // messages without content
 	i := 0
 	points.ForEachElement(raw, func(m []byte) bool {
@@ -44,25 +44,6 @@ func projectMessages(body []byte) []byte {
 	return out
 }
 
-// toolCallNamesIn maps the ids of a request's assistant tool calls to
-// their function names.
-func toolCallNamesIn(body []byte) map[string]string {
-	var names map[string]string
-	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
-		_, _, toolCalls := rawMessageFields(m)
-		points.ForEachElement(toolCalls, func(c []byte) bool {
-			if names == nil {
-				names = map[string]string{}
-			}
-			r := gjson.ParseBytes(c)
-			names[r.Get("id").Str] = r.Get("function.name").Str
-			return true
-		})
-		return true
-	})
-	return names
-}
-
 // rawMessageFields are the raw role, tool_call_id and tool_calls of one
 // message (nil when absent), read in one member walk.
 func rawMessageFields(m []byte) (role, toolCallID, toolCalls []byte) {
@@ -85,7 +66,7 @@ func rawMessageFields(m []byte) (role, toolCallID, toolCalls []byte) {
 // long history costs what several of these do).
 func messagesOf(body []byte) []gjson.Result {
 	var out []gjson.Result
-	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
 		out = append(out, gjson.Parse(view(m)))
 		return true
 	})
@@ -97,7 +78,7 @@ func messagesOf(body []byte) []gjson.Result {
 // messages reads them all), the rest by gjson inside it.
 func bodyGet(body []byte, path string) gjson.Result {
 	head, rest, nested := strings.Cut(path, ".")
-	v := topMember(body, head)
+	v := points.MemberValue(body, head)
 	if v == nil {
 		return gjson.Result{}
 	}
@@ -105,21 +86,6 @@ func bodyGet(body []byte, path string) gjson.Result {
 		return gjson.Parse(view(v))
 	}
 	return gjson.Get(view(v), rest)
-}
-
-// topMember is the raw value of body's top-level member name, a view of
-// body (nil when absent), found by the member walk that jumps over string
-// bodies: a gjson read of a member after the messages reads them all.
-func topMember(body []byte, name string) []byte {
-	var found []byte
-	points.ForEachMember(body, func(k string, v []byte) bool {
-		if k == name {
-			found = v
-			return false
-		}
-		return true
-	})
-	return found
 }
 
 // toolDecls projects the request's tools to [{name, description?, schema?}].
@@ -426,11 +392,11 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, b...)
 }
 
-// toolCallIDsIn lists the tool-call ids a request refers back to: its tool
-// messages' tool_call_id and its assistant messages' tool_calls ids.
-func toolCallIDsIn(body []byte) []string {
-	var ids []string
-	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+// toolCallIDsIn lists the tool-call ids a request refers back to (its
+// tool messages' tool_call_id and its assistant messages' tool_calls ids),
+// and maps those of the assistant calls to their function names.
+func toolCallIDsIn(body []byte) (ids []string, names map[string]string) {
+	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
 		role, toolCallID, toolCalls := rawMessageFields(m)
 		switch gjson.ParseBytes(role).Str {
 		case "tool":
@@ -439,15 +405,20 @@ func toolCallIDsIn(body []byte) []string {
 			}
 		case "assistant":
 			points.ForEachElement(toolCalls, func(c []byte) bool {
-				if id := gjson.GetBytes(c, "id").Str; id != "" {
+				r := gjson.ParseBytes(c)
+				if id := r.Get("id").Str; id != "" {
 					ids = append(ids, id)
+					if names == nil {
+						names = map[string]string{}
+					}
+					names[id] = r.Get("function.name").Str
 				}
 				return true
 			})
 		}
 		return true
 	})
-	return ids
+	return ids, names
 }
 
 // view reads b as a string without copying it, for gjson. The proxy never

@@ -551,7 +551,7 @@ type msgFields struct {
 // member after it). tools reports whether any message is a tool result
 // or carries tool calls.
 func messageFields(body []byte) (ms []msgFields, tools bool) {
-	points.ForEachElement(topMember(body, "messages"), func(m []byte) bool {
+	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
 		f := msgFields{msg: gjson.Parse(view(m))}
 		points.ForEachMember(m, func(name string, v []byte) bool {
 			switch name {
