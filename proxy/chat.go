@@ -112,6 +112,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
 		return
 	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Compressed bodies are not decoded: the points judge JSON text.
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
+		return
+	}
 	body, err := s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -397,10 +402,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	}
 	defer resp.Body.Close()
 	// The upstream's own request id, for a support ticket, whatever the
-	// answer turns out to be (one per upstream call, the proxy's own
-	// continuations included).
+	// answer turns out to be: one header line listing every upstream
+	// call's id in order, the proxy's own continuations included (a
+	// client that reads one line of a repeated header would miss some).
 	if id := resp.Header.Get("X-Request-Id"); id != "" {
-		w.Header().Add("X-Upstream-Request-Id", id)
+		if have := w.Header().Get("X-Upstream-Request-Id"); have != "" {
+			id = have + ", " + id
+		}
+		w.Header().Set("X-Upstream-Request-Id", id)
 	}
 	if resp.Header.Get("Location") != "" && resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// Not followed, and not passed on either: a client following its
@@ -414,7 +423,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes))
-		copyHeaders(w.Header(), resp.Header)
+		copyRawHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		rn.end("error", false)
@@ -607,7 +616,7 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 	}
 	copyHeaders(w.Header(), t.resp.Header)
 	if t.held != nil {
-		w.Header().Set("Content-Type", "text/event-stream")
+		keepMediaType(w.Header(), "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
 		if modified {
@@ -616,12 +625,25 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage)
 		}
 	} else {
-		w.Header().Set("Content-Type", "application/json")
+		keepMediaType(w.Header(), "application/json")
 		err = writeWhole(w, t.resp.StatusCode, completion, false)
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
+}
+
+// keepMediaType keeps the upstream's Content-Type (its parameters, such
+// as a charset) when it names media type mt, and sets mt otherwise.
+func keepMediaType(h http.Header, mt string) {
+	ct := h.Get("Content-Type")
+	if ct == mt {
+		return
+	}
+	if got, _, err := mime.ParseMediaType(ct); err == nil && got == mt {
+		return
+	}
+	h.Set("Content-Type", mt)
 }
 
 // writeWhole sends a held answer in one write. It sets no Content-Length:

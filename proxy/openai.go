@@ -126,15 +126,68 @@ func toolDecls(body []byte) ([]byte, []string) {
 }
 
 // argsObject turns an OpenAI arguments string into the object the contract
-// wants; anything that is not a JSON object is kept as raw_arguments.
+// wants. Arguments a JSON parser reads as an object but that lie outside
+// the contract's value domain (a duplicate member name, a number beyond a
+// double, a lone surrogate) are kept as they are, so the emission refuses
+// them (host_error:context_invalid): judged as a wrapper of their text,
+// escapes such as \u0050 or \/ would hide from every pattern what the
+// agent's parser then reads. Anything else (truncated or non-object JSON)
+// is kept as raw_arguments, in the text a lenient decoder would read
+// (minimalEscapes), for the same reason.
 func argsObject(s string) []byte {
-	if points.ValidJSON(bytesOf(s)) {
+	b := bytesOf(s)
+	if points.ValidJSON(b) {
 		if r := gjson.Parse(s); r.IsObject() {
-			return compact([]byte(s))
+			return compact(b)
 		}
+	} else if points.DepthWithin(b, points.DefaultMaxDepth) && gjson.Valid(s) && gjson.Parse(s).IsObject() {
+		return compact(b)
 	}
-	b, _ := json.Marshal(map[string]string{"raw_arguments": s})
-	return b
+	out, _ := json.Marshal(map[string]string{"raw_arguments": minimalEscapes(s)})
+	return out
+}
+
+// minimalEscapes rewrites, inside the JSON strings of s (which need not be
+// valid JSON), the escapes that stand for a character that needs none:
+// \/ and \uXXXX of a printable character other than a quote or backslash.
+// Patterns then see the text a decoder reads. Control characters, quotes,
+// backslashes and surrogates keep their escapes, so valid JSON stays valid
+// and means the same.
+func minimalEscapes(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	in := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			in = !in
+		case c == '\\' && in && i+1 < len(s):
+			switch s[i+1] {
+			case '/':
+				b.WriteByte('/')
+				i++
+				continue
+			case 'u':
+				if i+6 <= len(s) {
+					if r, err := strconv.ParseUint(s[i+2:i+6], 16, 32); err == nil && r >= 0x20 && r != '"' && r != '\\' && (r < 0xd800 || r > 0xdfff) && r != 0x7f {
+						b.WriteRune(rune(r))
+						i += 5
+						continue
+					}
+				}
+			}
+			b.WriteByte(c)
+			b.WriteByte(s[i+1])
+			i++
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // argsString is the inverse of argsObject for write-back.
@@ -434,12 +487,15 @@ func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)
 var errAnswerShape = errors.New("proxy: answer text must be a string or null")
 
 func setAnswerText(completion, text []byte) ([]byte, error) {
-	// A chat message's content (or refusal) is a string or null; any
-	// other verdicted value has no chat.completion form to be sent in.
-	if t := gjson.ParseBytes(text); t.Type != gjson.String && t.Type != gjson.Null {
+	// A chat message's content (or refusal) is a string or null, or, where
+	// the model answered with content parts, an array of them (a masking
+	// transform keeps the parts); any other verdicted value has no
+	// chat.completion form to be sent in.
+	v := viewCompletion(completion)
+	if t := gjson.ParseBytes(text); t.Type != gjson.String && t.Type != gjson.Null &&
+		!(t.IsArray() && len(v.content) > 0 && v.content[0] == '[') {
 		return nil, errAnswerShape
 	}
-	v := viewCompletion(completion)
 	if v.refusalAnswer() {
 		return sjson.SetRawBytes(completion, "choices.0.message.refusal", text)
 	}

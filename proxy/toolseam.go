@@ -528,11 +528,18 @@ func orEmptyObject(s string) string {
 
 // toolResultValue is tool_result.value for a role:tool message: OpenAI
 // clients send results as strings, so a string that holds a JSON object or
-// array is that value; any other string stays a string.
+// array is that value; any other string stays a string. JSON outside the
+// contract's value domain (a duplicate member name, a number beyond a
+// double, a lone surrogate) is kept as it is, so the emission refuses it
+// (host_error:context_invalid) rather than judging its text, whose escapes
+// would hide from the patterns what the model reads.
 func toolResultValue(c gjson.Result) []byte {
 	if c.Type == gjson.String {
-		if v := gjson.Parse(c.Str); (v.IsObject() || v.IsArray()) && points.ValidJSON(bytesOf(c.Str)) {
-			return []byte(c.Str)
+		if v := gjson.Parse(c.Str); v.IsObject() || v.IsArray() {
+			b := bytesOf(c.Str)
+			if points.ValidJSON(b) || points.DepthWithin(b, points.DefaultMaxDepth) && gjson.Valid(c.Str) {
+				return []byte(c.Str)
+			}
 		}
 	}
 	return []byte(orNull(c.Raw))

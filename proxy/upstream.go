@@ -34,7 +34,14 @@ func removeHop(h http.Header) {
 // Accept-Encoding is dropped so bodies arrive readable.
 func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []byte) (*http.Request, error) {
 	u := *s.opts.Upstream
-	u.Path = strings.TrimRight(u.Path, "/") + in.URL.Path
+	base := strings.TrimRight(u.Path, "/")
+	p := in.URL.Path
+	if strings.HasSuffix(base, "/v1") && (p == "/v1" || strings.HasPrefix(p, "/v1/")) {
+		// A base URL that already ends in /v1 (as OPENAI_BASE_URL values
+		// do) is the API root: /v1/x goes to base/x, not base/v1/x.
+		p = p[len("/v1"):]
+	}
+	u.Path = base + p
 	u.RawQuery = in.URL.RawQuery
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -89,6 +96,15 @@ func copyHeaders(dst, src http.Header) {
 	removeHop(dst)
 }
 
+// copyRawHeaders is copyHeaders for a body passed on as the upstream sent
+// it: its Content-Encoding still describes those bytes.
+func copyRawHeaders(dst, src http.Header) {
+	copyHeaders(dst, src)
+	if ce := src.Values("Content-Encoding"); len(ce) > 0 {
+		dst["Content-Encoding"] = append([]string(nil), ce...)
+	}
+}
+
 // passthrough forwards a configured path unchanged (still without hop-by-hop
 // headers, with the configured key), streaming the answer back.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
@@ -123,7 +139,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
-	copyHeaders(w.Header(), resp.Header)
+	copyRawHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
