@@ -458,7 +458,55 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 	if hooks != nil {
 		cfg.Hooks = p.hooks(hooks, hooksLine, ov)
 	}
+	p.checkApprovalBound(cfg, ov, sectionLines(root))
 	return cfg
+}
+
+// BoundedResolver is implemented by an approval resolver whose own config
+// bounds one consultation (the console's and the webhook's timeout).
+type BoundedResolver interface {
+	// ResolverTimeout is the resolver's own bound; zero or less is none.
+	ResolverTimeout() time.Duration
+}
+
+// checkApprovalBound refuses a declared resolver, defined in this file,
+// whose own timeout is longer than the declaration's approval bound,
+// timeouts.approval_resolver_ms. That bound caps every consultation (§9)
+// and, when the document does not write it, the schema makes it
+// interceptor_ms (5000 ms by default): the host may not pick another. So a
+// console with timeout: 10m would silently become a 5 s window; the config
+// is refused instead, at load (validate, serve and reload alike), naming
+// the value to write.
+func (p *parser) checkApprovalBound(cfg *Config, ov Registry, lines map[string]int) {
+	if cfg == nil || cfg.Hooks == nil {
+		return
+	}
+	ref := cfg.Hooks.ApprovalResolverRef()
+	if _, defined := cfg.Resolvers[ref]; ref == "" || !defined {
+		return
+	}
+	r, _ := ov.Resolver(ref)
+	b, ok := r.(BoundedResolver)
+	if !ok {
+		return
+	}
+	timeout, bound := b.ResolverTimeout(), cfg.Hooks.Timeouts().ApprovalResolver
+	if timeout <= 0 || bound < 0 || timeout <= bound {
+		return
+	}
+	path := "resolvers." + ref + ".config.timeout"
+	line := cfg.Line(path)
+	if line == 0 {
+		line = lines["resolvers."+ref]
+	}
+	ms := (timeout + time.Millisecond - 1) / time.Millisecond
+	if cfg.Hooks.ApprovalResolverTimeoutStated() {
+		p.add(line, path, "timeout %s exceeds hooks.configuration.timeouts.approval_resolver_ms (%d ms), the bound on every approval wait: approvals would fail with host_error:approval_resolver_failed after %s; set approval_resolver_ms to at least %d (or null for no bound)",
+			timeout, bound.Milliseconds(), bound, ms)
+		return
+	}
+	p.add(line, path, "timeout %s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (%d ms), and approvals would fail with host_error:approval_resolver_failed after %s; set hooks.configuration.timeouts.approval_resolver_ms: %d (or more, or null for no bound)",
+		timeout, bound.Milliseconds(), bound, ms)
 }
 
 func lineOf(n *yaml.Node) int {

@@ -534,3 +534,52 @@ func TestConfigLine(t *testing.T) {
 		}
 	}
 }
+
+type boundedTestResolver struct {
+	points.Resolver
+	d time.Duration
+}
+
+func (b boundedTestResolver) ResolverTimeout() time.Duration { return b.d }
+
+// A declared resolver whose own timeout is longer than the declaration's
+// approval bound is refused at load, with the value to write; the bound
+// defaults to interceptor_ms when approval_resolver_ms is absent (schema).
+func TestParseApprovalBound(t *testing.T) {
+	reg := configRegistry(t)
+	must(t, reg.RegisterResolverKind("hooksproxy.bounded", func(_ string, cfg json.RawMessage) (points.Resolver, error) {
+		var c struct{ Timeout string }
+		_ = json.Unmarshal(cfg, &c)
+		d, _ := time.ParseDuration(c.Timeout)
+		return boundedTestResolver{noopResolver, d}, nil
+	}))
+	doc := func(timeout, timeouts string) string {
+		return "resolvers:\n  q: {kind: hooksproxy.bounded, config: {timeout: " + timeout + "}}\n" + strings.Replace(good,
+			"  bindings:", "  configuration:\n    approval: {resolver: q}\n"+timeouts+"  bindings:", 1)
+	}
+	tests := []struct {
+		name, timeout, timeouts, want string
+	}{
+		{"default bound", "10m", "", "2: resolvers.q.config.timeout: timeout 10m0s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (5000 ms)"},
+		{"default from interceptor_ms", "10m", "    timeouts: {interceptor_ms: 700000}\n", ""},
+		{"explicit bound", "10m", "    timeouts: {approval_resolver_ms: 60000}\n", "(60000 ms), the bound on every approval wait"},
+		{"equal", "1m", "    timeouts: {approval_resolver_ms: 60000}\n", ""},
+		{"unbounded", "10m", "    timeouts: {approval_resolver_ms: null}\n", ""},
+		{"no own timeout", "0s", "", ""},
+		{"sub-millisecond rounds up", "5000100us", "", "approval_resolver_ms: 5001 "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(doc(tt.timeout, tt.timeouts)), "hp.yaml", reg)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

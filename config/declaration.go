@@ -78,6 +78,7 @@ type Declaration struct {
 	posture       string
 	interceptorMS *uint64
 	approvalMS    *uint64
+	approvalSet   bool // approval_resolver_ms was written (else it is interceptor_ms)
 	maxBuffered   *uint64
 	surface       Surface
 	specs         []BindingSpec
@@ -149,6 +150,11 @@ func (d *Declaration) Posture() string { return d.posture }
 func (d *Declaration) Timeouts() Timeouts {
 	return Timeouts{Interceptor: msDuration(d.interceptorMS), ApprovalResolver: msDuration(d.approvalMS)}
 }
+
+// ApprovalResolverTimeoutStated reports whether the document wrote
+// timeouts.approval_resolver_ms; when it did not, the bound is
+// interceptor_ms, the schema's default.
+func (d *Declaration) ApprovalResolverTimeoutStated() bool { return d.approvalSet }
 
 // RecordsMaxBuffered is the in-memory record buffer bound; 0 is unbounded (null).
 func (d *Declaration) RecordsMaxBuffered() int {
@@ -1053,7 +1059,7 @@ func fill(doc *jval, host *HostSurface) *Declaration {
 	}
 	d.approvalMS = d.interceptorMS
 	if n, ok := intOrNullValue(cfg.get("timeouts").get("approval_resolver_ms")); ok {
-		d.approvalMS = n
+		d.approvalMS, d.approvalSet = n, true
 	}
 	d.maxBuffered, _ = intOrNullValue(cfg.get("records").get("max_buffered"))
 	if ext := doc.get("extensions").object(); ext != nil {

@@ -178,14 +178,8 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %v\n", c.config, err)
 		return 1
 	}
-	probs, warns := approvalChecks(cfg, app.Getenv)
-	if len(warns) > 0 {
+	if warns := approvalWarnings(cfg, app.Getenv); len(warns) > 0 {
 		fmt.Fprintln(stderr, (&config.Problems{File: c.config, List: warns}).Error())
-	}
-	if len(probs) > 0 {
-		fmt.Fprintln(stderr, (&config.Problems{File: c.config, List: probs}).Error())
-		fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, len(probs))
-		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d bindings, mode %s, profile %s)\n", c.config, len(cfg.Hooks.Bindings()), cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
 	return 0
@@ -245,10 +239,9 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	// What validate refuses about approvals, serve warns about: the
-	// config is valid, but approvals would not work as written.
-	probs, warns := approvalChecks(cfg, app.Getenv)
-	for _, pr := range append(probs, warns...) {
+	// What validate warns about, serve logs: the config is valid, but
+	// approvals would not work as written.
+	for _, pr := range approvalWarnings(cfg, app.Getenv) {
 		log.Warn(pr.Msg, "config", path, "line", pr.Line, "path", pr.Path)
 	}
 	if err := wiring.openSinks(cfg); err != nil {

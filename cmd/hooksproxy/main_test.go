@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
@@ -78,9 +79,9 @@ func TestValidate(t *testing.T) {
 		{"bad log level env", baseConfig, map[string]string{"HOOKSPROXY_LOG_LEVEL": "loud"}, 2, []string{"HOOKSPROXY_LOG_LEVEL"}},
 		{"bad listen env", baseConfig, map[string]string{"HOOKSPROXY_LISTEN": "nowhere"}, 2, []string{"HOOKSPROXY_LISTEN", "host:port"}},
 		{"console timeout over the default bound", console("timeout: 30s", ""), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
-			[]string{"hp.yaml:2: resolvers.approvers.config.timeout: timeout 30s exceeds hooks.configuration.timeouts.approval_resolver_ms (5000 ms", "an approver would get 5s", "1 problem(s)"}},
+			[]string{"hp.yaml:2: resolvers.approvers.config.timeout: timeout 30s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (5000 ms)", "approval_resolver_failed after 5s; set hooks.configuration.timeouts.approval_resolver_ms: 30000", "1 problem(s)"}},
 		{"console timeout over an explicit bound", console("timeout: 10m", "    timeouts: {approval_resolver_ms: 60000}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
-			[]string{"timeout 10m0s exceeds", "(60000 ms", "at least 600000"}},
+			[]string{"timeout 10m0s exceeds hooks.configuration.timeouts.approval_resolver_ms (60000 ms)", "at least 600000"}},
 		{"console timeout within the bound", console("timeout: 10m", "    timeouts: {approval_resolver_ms: 600000}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 0, nil},
 		{"console unbounded", console("timeout: 10m", "    timeouts: {approval_resolver_ms: null}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 0, nil},
 		{"console without admin token", console("", ""), nil, 0,
@@ -208,10 +209,10 @@ func TestListenEnv(t *testing.T) {
 }
 
 // TestServeWarnsAboutApprovals: serve starts with an undecidable console
-// or a capped resolver timeout, and says so in its log.
+// and says so in its log.
 func TestServeWarnsAboutApprovals(t *testing.T) {
 	t.Setenv("HOOKSPROXY_ADMIN_TOKEN", "")
-	cfg := "resolvers:\n  approvers: {kind: hooksproxy.console, config: {timeout: 30s}}\n" +
+	cfg := "resolvers:\n  approvers: {kind: hooksproxy.console, config: {}}\n" +
 		strings.Replace(baseConfig, "  bindings:", "  configuration:\n    approval: {resolver: approvers}\n  bindings:", 1)
 	path := writeConfig(t, cfg)
 	var logs bytes.Buffer
@@ -223,9 +224,58 @@ func TestServeWarnsAboutApprovals(t *testing.T) {
 	}
 	cancel()
 	rt.wait(ctx)
-	for _, want := range []string{"level=WARN msg=\"timeout 30s exceeds", "path=resolvers.approvers.config.timeout", "can never be decided: HOOKSPROXY_ADMIN_TOKEN"} {
+	for _, want := range []string{"level=WARN msg=\"warning: the console resolver can never be decided: HOOKSPROXY_ADMIN_TOKEN", "path=resolvers.approvers"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, logs.String())
 		}
+	}
+}
+
+// The PRODUCT.md resolver example (console timeout 10m, no
+// approval_resolver_ms, so the spec's bound is interceptor_ms, 5 s) is
+// refused alike by validate, serve and a reload (rv3 #5); written with
+// approval_resolver_ms it loads and the console gets its 10 minutes.
+func TestApprovalBoundValidateServeReloadAgree(t *testing.T) {
+	t.Setenv("HOOKSPROXY_ADMIN_TOKEN", "tok")
+	t.Setenv("HOOKSPROXY_LOG_FORMAT", "")
+	t.Setenv("HOOKSPROXY_LOG_LEVEL", "")
+	t.Setenv("HOOKSPROXY_LISTEN", "")
+	product := "resolvers:\n  approvers: {kind: hooksproxy.console, config: {timeout: 10m}}\n" +
+		strings.Replace(baseConfig, "  bindings:", "  configuration:\n    approval: {resolver: approvers}\n  bindings:", 1)
+	const msg = ":2: resolvers.approvers.config.timeout: timeout 10m0s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set"
+	path := writeConfig(t, product)
+	_, verr, vcode := runCmd(t, "validate", "--config", path)
+	_, serr, scode := runCmd(t, "serve", "--config", path, "--listen", "127.0.0.1:0")
+	if vcode != 1 || scode != 1 || !strings.Contains(verr, path+msg) || !strings.Contains(serr, path+msg) ||
+		!strings.Contains(verr, "approval_resolver_ms: 600000") {
+		t.Fatalf("validate %d %q; serve %d %q", vcode, verr, scode, serr)
+	}
+
+	fixed := strings.Replace(product, "    approval: {resolver: approvers}\n", "    approval: {resolver: approvers}\n    timeouts: {approval_resolver_ms: 600000}\n", 1)
+	if err := os.WriteFile(path, []byte(fixed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := runCmd(t, "validate", "--config", path); code != 0 {
+		t.Fatalf("fixed: validate %d %s %s", code, out, errs)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := startRuntime(ctx, path, "127.0.0.1:0", slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); rt.wait(ctx) }()
+	cfg := rt.app.Config()
+	if to := cfg.Hooks.Timeouts().ApprovalResolver; to != 10*time.Minute {
+		t.Fatalf("approval bound %s", to)
+	}
+	// A reload back to the refused form keeps the running config.
+	if err := os.WriteFile(path, []byte(product), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.app.Reload(); err == nil || !strings.Contains(err.Error(), "approval_resolver_ms is not set") {
+		t.Fatalf("reload: %v", err)
+	}
+	if rt.app.Config() != cfg {
+		t.Fatal("a refused reload replaced the config")
 	}
 }

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -20,7 +23,8 @@ import (
 )
 
 // wiring holds the process-wide pieces that outlive a reload: the metrics
-// registry, record sinks and the approval console's queue.
+// registry, record sinks, the approval console's queue and each console
+// resolver's pending count.
 type wiring struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
@@ -30,7 +34,8 @@ type wiring struct {
 	sink    *audit.Fanout
 
 	mu      sync.Mutex
-	console *approvals.Console
+	console *approvals.Console       // the one approval queue (see queue)
+	pending map[string]*atomic.Int64 // per console resolver name (see pendingFor)
 }
 
 func newWiring(log *slog.Logger) (*wiring, error) {
@@ -82,25 +87,106 @@ func (w *wiring) close() {
 	}
 }
 
-// consoleFor returns the process's one approval queue, built from the first
-// console definition seen; every hooksproxy.console resolver shares it, so
-// the web page shows every pending approval and a reload keeps them.
-func (w *wiring) consoleFor(cfg json.RawMessage) (*approvals.Console, error) {
+// queue returns the process's one approval queue, creating it on first
+// use. Every hooksproxy.console resolver queues into it, so the web page and
+// the API show every pending approval, and a reload keeps them decidable.
+// The queue itself has no timeout and the largest bound a config may ask
+// for: each resolver applies its own timeout and max_pending (see
+// consoleResolver).
+func (w *wiring) queue() *approvals.Console {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.console != nil {
-		if _, err := approvals.ParseConsoleConfig(cfg); err != nil {
-			return nil, err
-		}
-		return w.console, nil
+	if w.console == nil {
+		w.console = approvals.NewConsole(approvals.ConsoleOptions{MaxPending: approvals.MaxPendingLimit})
 	}
-	c, err := approvals.NewConsoleFromConfig(cfg)
+	return w.console
+}
+
+// pendingFor is the count of approvals that resolvers named name have
+// queued and not yet seen end. It outlives reloads, so approvals queued
+// before a reload count towards the new config's max_pending.
+func (w *wiring) pendingFor(name string) *atomic.Int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending == nil {
+		w.pending = map[string]*atomic.Int64{}
+	}
+	n := w.pending[name]
+	if n == nil {
+		n = new(atomic.Int64)
+		w.pending[name] = n
+	}
+	return n
+}
+
+// consoleResolver is one hooksproxy.console resolver definition: its own
+// timeout and max_pending over the process's shared queue. A reload builds
+// a new one from the new config, so changed settings apply to every
+// approval queued after the reload; approvals already waiting keep the
+// deadline they were queued with and stay decidable.
+type consoleResolver struct {
+	name    string
+	q       *approvals.Console // nil while only validating
+	timeout time.Duration      // 0: only approval_resolver_ms bounds the wait
+	max     int64
+	pending *atomic.Int64
+}
+
+var _ config.BoundedResolver = (*consoleResolver)(nil)
+
+func newConsoleResolver(w *wiring, name string, cfg json.RawMessage) (*consoleResolver, error) {
+	o, err := approvals.ParseConsoleConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	w.console = c
-	return c, nil
+	r := &consoleResolver{name: name, timeout: o.Timeout, max: int64(o.MaxPending), pending: new(atomic.Int64)}
+	if r.max <= 0 {
+		r.max = approvals.DefaultMaxPending
+	}
+	if w != nil {
+		r.q, r.pending = w.queue(), w.pendingFor(name)
+	}
+	return r, nil
 }
+
+// ResolverTimeout implements config.BoundedResolver.
+func (r *consoleResolver) ResolverTimeout() time.Duration { return r.timeout }
+
+// Resolve queues req and waits for a person, at most the resolver's
+// timeout. Every way the wait ends without a decision is an error, which
+// the emitter answers with host_error:approval_resolver_failed (§9: a
+// resolver that times out).
+func (r *consoleResolver) Resolve(ctx context.Context, req points.ApprovalRequest) (points.ApprovalResolution, error) {
+	if r.q == nil {
+		return points.ApprovalResolution{}, approvals.ErrClosed
+	}
+	if n := r.pending.Add(1); n > r.max {
+		r.pending.Add(-1)
+		return points.ApprovalResolution{}, fmt.Errorf("%w (resolver %q: %d pending)", approvals.ErrQueueFull, r.name, r.max)
+	}
+	defer r.pending.Add(-1)
+	wctx := ctx
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	res, err := r.q.Resolve(wctx, req)
+	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+		err = fmt.Errorf("approvals: resolver %q: no decision within its timeout %s: %w", r.name, r.timeout, context.DeadlineExceeded)
+	}
+	return res, err
+}
+
+// boundedResolver is a resolver whose config sets a timeout of its own
+// (hooksproxy.webhook), so loading can check it against the declaration's
+// approval_resolver_ms.
+type boundedResolver struct {
+	points.Resolver
+	timeout time.Duration
+}
+
+func (b boundedResolver) ResolverTimeout() time.Duration { return b.timeout }
 
 // mount adds the ops and admin routes: metrics, the approval console and
 // the record ring.
@@ -108,32 +194,27 @@ func (w *wiring) mount(a *app.App, cfg *config.Config) {
 	r := a.Server.Router()
 	token := func() string { return app.Getenv(cfg.Admin.TokenEnv) }
 	r.Method(http.MethodGet, cfg.Metrics.Path, promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{Registry: w.reg}))
-	w.mu.Lock()
-	if w.console == nil {
-		w.console = approvals.NewConsole(approvals.ConsoleOptions{})
-	}
-	c := w.console
-	w.mu.Unlock()
-	c.Mount(r, token)
+	w.queue().Mount(r, token)
 	r.Method(http.MethodGet, "/agent-hooks/v1/records", a.Server.AdminOnly(w.ring))
 	w.metrics.ConfigReload(true)
 }
 
 // consoleExtra registers the approval resolver kinds: the built-in console
 // queue and the webhook. With a nil wiring (validate) consoles are built
-// only to check their config.
+// only to check their config and queue nothing.
 func consoleExtra(w *wiring) app.Extra {
 	return func(r *config.MapRegistry) error {
-		if err := r.RegisterResolverKind("hooksproxy.console", func(_ string, cfg json.RawMessage) (points.Resolver, error) {
-			if w == nil {
-				return approvals.NewConsoleFromConfig(cfg)
-			}
-			return w.consoleFor(cfg)
+		if err := r.RegisterResolverKind(kindConsole, func(name string, cfg json.RawMessage) (points.Resolver, error) {
+			return newConsoleResolver(w, name, cfg)
 		}); err != nil {
 			return err
 		}
-		return r.RegisterResolverKind("hooksproxy.webhook", func(_ string, cfg json.RawMessage) (points.Resolver, error) {
-			return approvals.NewWebhook(cfg, app.Getenv, &http.Client{})
+		return r.RegisterResolverKind(kindWebhook, func(_ string, cfg json.RawMessage) (points.Resolver, error) {
+			wh, err := approvals.NewWebhook(cfg, app.Getenv, &http.Client{})
+			if err != nil {
+				return nil, err
+			}
+			return boundedResolver{Resolver: wh, timeout: webhookTimeout(cfg)}, nil
 		})
 	}
 }
