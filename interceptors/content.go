@@ -231,7 +231,7 @@ func (m maskSet) apply(in *text) (out string, names []string, changed bool) {
 		var hits []hit
 		t := in
 		if pass > 0 {
-			t = newText(out)
+			t = in.rescan(out)
 		}
 		for i, p := range m.patterns {
 			for _, x := range p.spans(t) {
@@ -266,7 +266,7 @@ func (m maskSet) apply(in *text) (out string, names []string, changed bool) {
 	}
 	// Masks joined to their surroundings can form new matches; past the
 	// bound the whole string goes.
-	t := newText(out)
+	t := in.rescan(out)
 	for _, p := range m.patterns {
 		if p.found(t) {
 			return m.render(p.name), names, true
@@ -332,7 +332,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		changes           []change
 	)
 	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
-		t := newText(v.value)
+		t := visitText(v)
 		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name
 			return false

@@ -21,6 +21,8 @@ func FuzzContentRedact(f *testing.F) {
 		"mail bob@example.com now", "4111 1111 1111 1111", "DE89 3704 0044 0532 0130 00",
 		"-----BEGIN PRIVATE KEY-----\nabc", "aws secret = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY.",
 		"+44 20 7946 0958", "123-45-6789", "keyKEYkey", "\u00e9\"\\\n<>&",
+		`"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"`, "SessionToken=" + strings.Repeat("AQoD/+", 20),
+		"MIIEpAIBAAKCAQEA75yQmHdl3eP5\nIJKL==\n-----END RSA PRIVATE KEY-----", `\n-----END PRIVATE KEY-----`,
 	} {
 		f.Add(s)
 	}

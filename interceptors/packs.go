@@ -25,11 +25,78 @@ type pattern struct {
 
 // text is a string being scanned, with facts the prefilters share.
 type text struct {
-	s        string
+	s string
+	// member is the name of the object member whose value s is ("" for a
+	// member name, an array element or the root): a few secrets are told
+	// by their name alone, as in the JSON the AWS CLI prints
+	// ("SecretAccessKey": "<40 characters>").
+	member   string
 	digitRun int // -1 until computed
 }
 
 func newText(s string) *text { return &text{s: s, digitRun: -1} }
+
+// visitText is the text of one walked string, with its member name.
+func visitText(v stringVisit) *text {
+	t := newText(v.value)
+	if !v.isKey {
+		t.member = memberOf(v.path)
+	}
+	return t
+}
+
+// memberOf is the member name at the end of path, or "" when the path
+// ends in an index (or is the root).
+func memberOf(path []seg) string {
+	if n := len(path); n > 0 && !path[n-1].isIdx {
+		return path[n-1].key
+	}
+	return ""
+}
+
+// rescan is the text of a masked string: the same member, new facts.
+func (t *text) rescan(s string) *text {
+	n := newText(s)
+	n.member = t.member
+	return n
+}
+
+// memberIs reports whether name, with ASCII case and the separators "_",
+// "-", "." and " " ignored, ends with one of suffixes (lower-case letters
+// and digits) or equals one of exact.
+func memberIs(name string, suffixes, exact []string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	var buf [64]byte
+	n := 0
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			c += 'a' - 'A'
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '_', c == '-', c == '.', c == ' ':
+			continue
+		default:
+			return false
+		}
+		buf[n] = c
+		n++
+	}
+	norm := buf[:n]
+	for _, x := range exact {
+		if string(norm) == x {
+			return true
+		}
+	}
+	for _, x := range suffixes {
+		if len(norm) >= len(x) && string(norm[len(norm)-len(x):]) == x {
+			return true
+		}
+	}
+	return false
+}
 
 // digits returns maxDigitRun(t.s), computed once.
 func (t *text) digits() int {
@@ -132,18 +199,36 @@ func packPatterns(pack string) []pattern {
 			return false
 		}
 	}
-	aws, secret := newLiteral("aws"), newLiteral("secret")
+	aws, secret, access := newLiteral("aws"), newLiteral("secret"), newLiteral("access")
+	session, token := newLiteral("session"), newLiteral("token")
+	// Member names that hold an AWS secret access key or an STS session
+	// token as their whole value (the AWS CLI's and SDKs' JSON, Terraform).
+	secretMember := func(t *text) bool {
+		return memberIs(t.member, []string{"secretaccesskey"}, []string{"secretkey", "awssecretkey"})
+	}
+	tokenMember := func(t *text) bool {
+		return memberIs(t.member, []string{"sessiontoken"}, []string{"securitytoken", "awssecuritytoken"})
+	}
 	digits := func(n int) func(*text) bool { return func(t *text) bool { return t.digits() >= n } }
 	switch pack {
 	case PackSecrets:
 		return []pattern{
 			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`, nil, has("PRIVATE KEY")),
+			// A key's tail without its BEGIN line (a paginated or chunked
+			// read): the base64 lines before an END line, and the END line.
+			mk("private_key", `(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*)*[A-Za-z0-9+/=]*[ \t]*(?:\r?\n|\\r\\n|\\n)?[ \t>]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil, has("PRIVATE KEY")),
 			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil, has("sk-ant-")),
 			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil, has("sk-")),
 			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
 			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
 			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
 			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
+			// "SecretAccessKey": "...", secret_access_key = ... in text.
+			mk("aws_secret_key", `(?i)secret[-_ ]?access[-_ ]?key[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return secret.inFold(t.s) && access.inFold(t.s) }),
+			// The value of a member named so, as a whole string.
+			mk("aws_secret_key", `^\s*(?P<value>[A-Za-z0-9/+]{40})\s*$`, nil, secretMember),
+			mk("aws_session_token", `(?i)session[-_ ]?token[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+=]{100,})`, nil, func(t *text) bool { return session.inFold(t.s) && token.inFold(t.s) }),
+			mk("aws_session_token", `^\s*(?P<value>[A-Za-z0-9/+=]{100,})\s*$`, nil, tokenMember),
 			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}

@@ -65,7 +65,7 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 		if v.isKey && len(v.path) == 0 || len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
 			return true // the envelope's own names and members stay
 		}
-		masked, _, changed := r.ms.apply(newText(v.value))
+		masked, _, changed := r.ms.apply(visitText(v))
 		if !changed {
 			return true
 		}
