@@ -90,6 +90,7 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 	w.b = append(w.b, `,"interceptors_registered":`...)
 	w.b = strconv.AppendInt(w.b, int64(r.InterceptorsRegistered), 10)
 	w.optStr("request_id", r.RequestID)
+	w.optStr("http_request_id", r.HTTPRequestID)
 	w.b = append(w.b, "}\n"...)
 	return w.b, w.ok
 }

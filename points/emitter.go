@@ -400,7 +400,12 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
-		InterceptorsRegistered: len(bindings), RequestID: RequestIDFrom(ctx),
+		InterceptorsRegistered: len(bindings), HTTPRequestID: RequestIDFrom(ctx),
+	}
+	if facts != nil {
+		rec.RequestID = modelCallID(facts.ev)
+	} else if p == PreModelCall || p == PostModelCall {
+		rec.RequestID = gjson.GetBytes(raw, "request_id").Str
 	}
 	if facts == nil {
 		facts = &envelopeFacts{sessionID: gjson.GetBytes(raw, "session.id").Str, sequence: -1,
@@ -1056,7 +1061,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
-		RequestID: RequestIDFrom(ctx),
+		RequestID: modelCallID(ev), HTTPRequestID: RequestIDFrom(ctx),
 	}
 	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckEncoding(raw, e.cfg.MaxDepth) == nil {
 		if id, err := e.identity(raw); err == nil {

@@ -3,6 +3,7 @@ package points
 import (
 	"context"
 	"encoding/json"
+	"github.com/tidwall/gjson"
 	"sync"
 	"sync/atomic"
 )
@@ -148,10 +149,27 @@ type Record struct {
 	FoldTruncated          *bool            `json:"fold_truncated,omitempty"`
 	ResolvedBy             string           `json:"resolved_by,omitempty"`
 	InterceptorsRegistered int              `json:"interceptors_registered"`
-	// RequestID is the host's id of the HTTP request that caused the
-	// emission (a host extension beside the spec's members, for joining
-	// records with access logs); empty when the host set none.
+	// RequestID is the context's request_id at pre_model_call and
+	// post_model_call, the id that pairs the two records of one model call
+	// (a host extension beside the spec's members); empty elsewhere.
 	RequestID string `json:"request_id,omitempty"`
+	// HTTPRequestID is the host's id of the HTTP request that caused the
+	// emission (a host extension, for joining records with access logs);
+	// empty when the host set none.
+	HTTPRequestID string `json:"http_request_id,omitempty"`
+}
+
+// modelCallID is the request_id member of a model-call event, or "".
+func modelCallID(ev Event) string {
+	if ev.Point != PreModelCall && ev.Point != PostModelCall {
+		return ""
+	}
+	for _, m := range ev.Members {
+		if m.Key == "request_id" {
+			return gjson.ParseBytes(m.Value).Str
+		}
+	}
+	return ""
 }
 
 type requestIDKey struct{}

@@ -89,7 +89,7 @@ func (rn *run) end(reason string, force bool) {
 	if !rn.sess.headerless && !force {
 		return
 	}
-	if rn.s.sessions.end(rn.sess) {
+	if rn.s.sessions.endRun(rn.sess, reason) {
 		rn.s.shutdown(rn.r.Context(), rn.em, rn.sess, reason)
 	}
 }
@@ -134,6 +134,10 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sess, created := s.resolveSession(r, body)
+	if sess == nil {
+		writeSessionEnding(w)
+		return
+	}
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
@@ -611,9 +615,6 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 			return
 		}
 	}
-	if final {
-		rn.end("completed", false)
-	}
 	copyHeaders(w.Header(), t.resp.Header)
 	if t.held != nil {
 		keepMediaType(w.Header(), "text/event-stream")
@@ -630,6 +631,12 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
+	}
+	if final {
+		// Right after the final answer is released (its last chunk still
+		// waits for the handler, so a client that has it whole finds its
+		// run's records complete).
+		rn.end("completed", false)
 	}
 }
 

@@ -67,6 +67,10 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, 
 	}
 	sid := pathParam(r, "sid")
 	sess, created := s.sessions.get(sid, false, s.opts.Now())
+	if sess == nil {
+		writeSessionEnding(w)
+		return nil, nil, false
+	}
 	if !created && !s.awaitStartup(r.Context(), sess) {
 		s.sessions.release(sess, s.opts.Now())
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "request cancelled while the session was starting", "cancelled")

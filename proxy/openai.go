@@ -447,8 +447,9 @@ func appendString(dst []byte, s string) []byte {
 
 // toolCallIDsIn lists the tool-call ids a request refers back to (its
 // tool messages' tool_call_id and its assistant messages' tool_calls ids),
-// and maps those of the assistant calls to their function names.
-func toolCallIDsIn(body []byte) (ids []string, names map[string]string) {
+// and maps those of the assistant calls to their function names and
+// arguments strings.
+func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
 	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
 		role, toolCallID, toolCalls := rawMessageFields(m)
 		switch gjson.ParseBytes(role).Str {
@@ -462,9 +463,9 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]string) {
 				if id := r.Get("id").Str; id != "" {
 					ids = append(ids, id)
 					if names == nil {
-						names = map[string]string{}
+						names = map[string]callSeen{}
 					}
-					names[id] = r.Get("function.name").Str
+					names[id] = callSeen{name: r.Get("function.name").Str, args: r.Get("function.arguments").Str}
 				}
 				return true
 			})
@@ -473,6 +474,10 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]string) {
 	})
 	return ids, names
 }
+
+// callSeen is an assistant message's tool call as a request carries it
+// back: its function name and arguments string.
+type callSeen struct{ name, args string }
 
 // view reads b as a string without copying it, for gjson. The proxy never
 // writes a body or completion slice in place (sjson returns new slices), so

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -64,6 +65,10 @@ type sessions struct {
 	// sequence goes on (points.Session.Continue) instead of repeating
 	// 0, 1, ...
 	ended *recent[*points.Session]
+	// ending holds the sessions whose end waits for requests in flight:
+	// their id names no new session until agent_shutdown is emitted, so
+	// nothing of a second lifecycle interleaves with the first.
+	ending map[string]*session
 }
 
 // report tells the gauge the session count; call with ss.mu held.
@@ -81,7 +86,7 @@ func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*
 		idle = 15 * time.Minute
 	}
 	return &sessions{byID: map[string]*session{}, byCall: map[string][]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict,
-		ended: newRecent[*points.Session](max)}
+		ended: newRecent[*points.Session](max), ending: map[string]*session{}}
 }
 
 func newID(prefix string) string {
@@ -97,7 +102,8 @@ func (ss *sessions) get(id string, headerless bool, now time.Time) (s *session, 
 }
 
 // getAs is get with an agent id overriding the configured one for a new
-// session ("" keeps it).
+// session ("" keeps it). It returns nil while the session named id is
+// ending (its agent_shutdown waits for requests in flight).
 func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s *session, created bool) {
 	ss.mu.Lock()
 	if s = ss.byID[id]; s != nil && !s.ended {
@@ -105,6 +111,10 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 		s.inFlight++
 		ss.mu.Unlock()
 		return s, false
+	}
+	if ss.ending[id] != nil {
+		ss.mu.Unlock()
+		return nil, false
 	}
 	agent := ss.agent
 	if agentID != "" {
@@ -144,6 +154,11 @@ func (ss *sessions) release(s *session, now time.Time) {
 	ss.mu.Unlock()
 	if reason != "" {
 		ss.onEvict(s, reason)
+		ss.mu.Lock()
+		if ss.ending[s.ps.ID()] == s {
+			delete(ss.ending, s.ps.ID())
+		}
+		ss.mu.Unlock()
 	}
 }
 
@@ -159,42 +174,71 @@ func (ss *sessions) endLater(s *session, reason string) (open, deferred bool) {
 	ss.removeLocked(s)
 	if s.inFlight > 0 {
 		s.pendingEnd = reason
+		ss.ending[s.ps.ID()] = s
 		return true, true
 	}
 	return true, false
 }
 
+// endRun ends s on behalf of one of its own requests: at once when that
+// request is the only one in flight (it reports true, and the caller emits
+// agent_shutdown), else as soon as the others finish, so that
+// agent_shutdown stays the session's last point.
+func (ss *sessions) endRun(s *session, reason string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if s.ended {
+		return false
+	}
+	ss.removeLocked(s)
+	if s.inFlight > 1 {
+		s.pendingEnd = reason
+		ss.ending[s.ps.ID()] = s
+		return false
+	}
+	return true
+}
+
 // byToolCall finds the open header-less run that issued one of ids. When
-// several runs issued the same id, the one whose call of that id has the
-// name the request's history gives it (names) is taken, else the latest.
-func (ss *sessions) byToolCall(ids []string, names map[string]string, now time.Time) *session {
+// several runs issued the same id (a model that numbers its calls per
+// answer, call_0, call_1, ...), the request's history (seen: the name and
+// arguments it carries back for each id) tells them apart: the run whose
+// calls match it in name and arguments on the most ids is taken, the
+// latest of equals.
+func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.Time) *session {
 	ss.mu.Lock()
 	var pick *session
 	var cands []*session
 	for _, id := range ids {
 		for _, s := range ss.byCall[id] {
-			if !s.ended {
+			if !s.ended && !slices.Contains(cands, s) {
 				cands = append(cands, s)
 			}
 		}
-		if len(cands) > 0 {
-			pick = cands[len(cands)-1]
-			if len(cands) > 1 {
-				ss.mu.Unlock()
-				for _, s := range cands {
-					s.mu.Lock()
-					tc := s.tools[id]
-					match := tc != nil && tc.name == names[id]
-					s.mu.Unlock()
-					if match {
-						pick = s
-						break
+	}
+	if len(cands) > 0 {
+		pick = cands[len(cands)-1]
+	}
+	if len(cands) > 1 {
+		ss.mu.Unlock()
+		best := -1
+		for _, s := range cands {
+			score := 0
+			s.mu.Lock()
+			for id, c := range seen {
+				if tc := s.tools[id]; tc != nil && tc.name == c.name {
+					score += 2
+					if sameArgs(tc.args, c.args) {
+						score++
 					}
 				}
-				ss.mu.Lock()
 			}
-			break
+			s.mu.Unlock()
+			if score >= best {
+				best, pick = score, s
+			}
 		}
+		ss.mu.Lock()
 	}
 	if pick == nil || pick.ended {
 		ss.mu.Unlock()
@@ -204,6 +248,13 @@ func (ss *sessions) byToolCall(ids []string, names map[string]string, now time.T
 	pick.inFlight++
 	ss.mu.Unlock()
 	return pick
+}
+
+// sameArgs reports whether a released call's arguments (an object as the
+// points saw it) are what an arguments string carries back.
+func sameArgs(released []byte, sent string) bool {
+	a := argsObject(sent)
+	return bytes.Equal(compact(released), compact(a))
 }
 
 // link remembers tool-call ids issued in s.
@@ -274,9 +325,9 @@ func (ss *sessions) removeLocked(s *session) {
 	s.ended = true
 	if ss.byID[s.ps.ID()] == s {
 		delete(ss.byID, s.ps.ID())
-		if !s.headerless { // header-less ids are random and never come back
-			ss.ended.put(strings.Clone(s.ps.ID()), s.ps)
-		}
+		// A header-less run's id comes back too, when an agent sends the
+		// session header it was given: its sequence goes on as well.
+		ss.ended.put(strings.Clone(s.ps.ID()), s.ps)
 	}
 	for id := range s.callIDs {
 		if list := slices.DeleteFunc(ss.byCall[id], func(o *session) bool { return o == s }); len(list) == 0 {

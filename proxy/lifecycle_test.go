@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// fixedIDUpstream answers a request whose last message is the user's with
+// one call_0 (arguments tagged by the prompt), and anything else with a
+// plain answer, as models that number their calls per answer do.
+func fixedIDUpstream(t *testing.T, delay time.Duration) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		time.Sleep(delay)
+		w.Header().Set("Content-Type", "application/json")
+		last := gjson.GetBytes(b, "messages.@reverse.0")
+		if last.Get("role").Str != "user" {
+			_, _ = io.WriteString(w, plainCompletion)
+			return
+		}
+		args := `{\"tag\":\"` + last.Get("content").Str + `\"}`
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"lookup","arguments":"`+args+`"}}]},"finish_reason":"tool_calls"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func followUpFor(tag string) string {
+	return `{"model":"m","messages":[{"role":"user","content":"` + tag + `"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"lookup","arguments":"{\"tag\":\"` + tag + `\"}"}}]},{"role":"tool","tool_call_id":"call_0","content":"res"}]}`
+}
+
+// Two header-less runs whose models reuse call ids: each follow-up joins
+// the run whose call it answers, told apart by the arguments it carries back.
+func TestHeaderlessRunsWithReusedCallIDs(t *testing.T) {
+	up := fixedIDUpstream(t, 0)
+	p := seamProxy(t, up.URL, allowAll())
+	ra, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runA"}]}`)
+	rb, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runB"}]}`)
+	a, b := ra.Header.Get("X-Agent-Hooks-Session"), rb.Header.Get("X-Agent-Hooks-Session")
+	if a == "" || a == b {
+		t.Fatalf("sessions %q %q", a, b)
+	}
+	// B is answered first, then A: each must land in its own run.
+	for _, tc := range []struct{ tag, want string }{{"runB", b}, {"runA", a}} {
+		r, body := post(t, p.URL, followUpFor(tc.tag))
+		if r.StatusCode != 200 || r.Header.Get("X-Agent-Hooks-Session") != tc.want {
+			t.Fatalf("%s follow-up: %d in %q, want %q (%s)", tc.tag, r.StatusCode, r.Header.Get("X-Agent-Hooks-Session"), tc.want, body)
+		}
+	}
+	for _, rec := range p.sink.Records() {
+		if rec.InterceptionPoint == points.AgentShutdown && rec.SessionID != a && rec.SessionID != b {
+			t.Fatalf("shutdown of an unknown session %s", rec.SessionID)
+		}
+	}
+	if n := count(p.sink, points.AgentShutdown); n != 2 {
+		t.Fatalf("%d shutdowns, want 2 (both runs completed)", n)
+	}
+}
+
+// A header-less run's id sent back as the session header goes on with
+// the run's sequence: (session_id, sequence) never repeats.
+func TestHeaderlessIDReuseContinuesSequence(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	r, _ := post(t, p.URL, hello)
+	sid := r.Header.Get("X-Agent-Hooks-Session")
+	post(t, p.URL, hello, "X-Agent-Hooks-Session", sid)
+	seen := map[int64]bool{}
+	for _, rec := range p.sink.Records() {
+		if rec.SessionID != sid {
+			continue
+		}
+		if seen[rec.Sequence] {
+			t.Fatalf("sequence %d repeated in %s", rec.Sequence, sid)
+		}
+		seen[rec.Sequence] = true
+	}
+	if len(seen) < 7 {
+		t.Fatalf("%d records in %s", len(seen), sid)
+	}
+}
+
+// A request for a session whose /end waits on a request in flight is
+// refused (409) instead of opening a second lifecycle under the same id.
+func TestRequestDuringPendingEndRefused(t *testing.T) {
+	up := fixedIDUpstream(t, 300*time.Millisecond)
+	p := newProxy(t, up.URL, allowAll())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"slow"}],"stream":false}`, "X-Agent-Hooks-Session", "s-end")
+	}()
+	waitFor(t, "the first request to start", func() bool { return count(p.sink, points.PreModelCall) == 1 })
+	resp, err := http.Post(p.URL+"/agent-hooks/v1/sessions/s-end/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("/end: %d", resp.StatusCode)
+	}
+	r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "s-end")
+	if r.StatusCode != http.StatusConflict || gjson.GetBytes(b, "error.code").Str != "session_ending" {
+		t.Fatalf("during the pending end: %d %s", r.StatusCode, b)
+	}
+	<-done
+	recs := p.sink.Records()
+	if last := recs[len(recs)-1]; last.InterceptionPoint != points.AgentShutdown || count(p.sink, points.AgentStartup) != 1 {
+		t.Fatalf("points %v", points_(p.sink))
+	}
+	// Once ended, the id names a new lifecycle again.
+	if r, _ := post(t, p.URL, hello, "X-Agent-Hooks-Session", "s-end"); r.StatusCode != 200 {
+		t.Fatalf("after the end: %d", r.StatusCode)
+	}
+}
+
+// Concurrent follow-ups of one header-less run: agent_shutdown comes after
+// every other point of the run.
+func TestHeaderlessRunEndsAfterConcurrentFollowUps(t *testing.T) {
+	up := fixedIDUpstream(t, 50*time.Millisecond)
+	p := seamProxy(t, up.URL, allowAll())
+	r, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runC"}]}`)
+	sid := r.Header.Get("X-Agent-Hooks-Session")
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { post(t, p.URL, followUpFor("runC")) })
+	}
+	wg.Wait()
+	var pts []string
+	for _, rec := range p.sink.Records() {
+		if rec.SessionID == sid {
+			pts = append(pts, string(rec.InterceptionPoint))
+		}
+	}
+	if n := strings.Count(strings.Join(pts, " "), "agent_shutdown"); n != 1 || pts[len(pts)-1] != "agent_shutdown" {
+		t.Fatalf("run %s points %v", sid, pts)
+	}
+}
+
+// Records pair a model call's pre and post by the context's request_id,
+// and carry the HTTP request's id as http_request_id.
+func TestRecordsPairModelCalls(t *testing.T) {
+	up, got := seqUpstream(t, twoCalls("delete_files", "delete_files"), plainCompletion)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 200 || len(got()) != 2 {
+		t.Fatalf("%d %s (%d upstream calls)", r.StatusCode, b, len(got()))
+	}
+	var pre, post []string
+	for _, rec := range p.sink.Records() {
+		if rec.HTTPRequestID == "" || rec.HTTPRequestID != r.Header.Get("X-Request-Id") {
+			t.Fatalf("%s record http_request_id %q, X-Request-Id %q", rec.InterceptionPoint, rec.HTTPRequestID, r.Header.Get("X-Request-Id"))
+		}
+		switch rec.InterceptionPoint {
+		case points.PreModelCall:
+			pre = append(pre, rec.RequestID)
+		case points.PostModelCall:
+			post = append(post, rec.RequestID)
+		default:
+			if rec.RequestID != "" {
+				t.Fatalf("%s record has request_id %q", rec.InterceptionPoint, rec.RequestID)
+			}
+		}
+	}
+	if len(pre) != 2 || strings.Join(pre, ",") != strings.Join(post, ",") || pre[0] == pre[1] || pre[0] == "" {
+		t.Fatalf("pre %v post %v", pre, post)
+	}
+}
