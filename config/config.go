@@ -1179,13 +1179,20 @@ func (p *parser) declProblems(err error, locate func(string) loc, prefix string)
 		p.add(0, "hooks", "%s%v", prefix, err)
 		return
 	}
-	fs := de.Findings
-	if len(fs) == 0 {
-		fs = []Finding{{de.Path, de.Detail}}
-	}
-	for _, f := range fs {
-		l := locate(f.Path)
-		p.add(l.line, l.path, "%s%s: %s", prefix, de.Class, f.Detail)
+	for _, e := range append([]*DeclarationError{de}, de.Later...) {
+		fs := e.Findings
+		if len(fs) == 0 {
+			fs = []Finding{{e.Path, e.Detail}}
+		}
+		for i, f := range fs {
+			l := locate(f.Path)
+			note := ""
+			if i == len(fs)-1 && stopsPipeline(e.Class) {
+				// §7.7.6: a loader reports the first failing step only.
+				note = " (the declaration's later checks, bindings' configs included, run once this is fixed: more problems may follow)"
+			}
+			p.add(l.line, l.path, "%s%s: %s%s", prefix, e.Class, f.Detail, note)
+		}
 	}
 }
 

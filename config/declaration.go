@@ -345,13 +345,25 @@ func LoadDeclarationFor(doc []byte, reg Registry, host HostSurface) (*Declaratio
 	if reg == nil {
 		reg = NewRegistry()
 	}
-	if err := resolveReferences(d, reg); err != nil { // 9
-		return nil, err
+	refErr, kindErr := resolveReferences(d, reg), checkKinds(d, reg) // 9, 10
+	if refErr != nil || kindErr != nil {
+		// Steps 9, 10 and 11 look at independent members, so the refusal
+		// (the first failing step's class, as §7.7.6 requires) also
+		// carries what the later ones find, for a validator to list.
+		first, later := refErr, []*DeclarationError(nil)
+		if first == nil {
+			first = kindErr
+		} else if kindErr != nil {
+			later = append(later, kindErr.(*DeclarationError))
+		}
+		if be := buildBindings(d, reg, true); be != nil {
+			later = append(later, be.(*DeclarationError))
+		}
+		fe := first.(*DeclarationError)
+		fe.Later = later
+		return nil, fe
 	}
-	if err := checkKinds(d, reg); err != nil { // 10
-		return nil, err
-	}
-	if err := buildBindings(d, reg); err != nil { // 11
+	if err := buildBindings(d, reg, false); err != nil { // 11
 		return nil, err
 	}
 	canon, err := jcs.Transform(appendJSON(nil, d.resolvedForm()))
@@ -1195,10 +1207,21 @@ func checkKinds(d *Declaration, reg Registry) error {
 // located at the member a MemberError names. A panic is a refusal too,
 // never a crash. A resolver that reports ErrUnknownKind makes the refusal
 // kind_unknown, the earlier step, for those bindings alone.
-func buildBindings(d *Declaration, reg Registry) error {
+//
+// With knownOnly (after an earlier step failed), bindings of unregistered
+// kinds are skipped and nothing is kept: only the refusals are wanted.
+func buildBindings(d *Declaration, reg Registry, knownOnly bool) error {
 	var rejected, unknown []Finding
 	var causes []error
+	defer func() {
+		if knownOnly {
+			d.bindings = nil
+		}
+	}()
 	for i, s := range d.specs {
+		if knownOnly && !reg.HasKind(s.Kind) {
+			continue
+		}
 		ic, err := newInterceptor(reg, s)
 		p := fmt.Sprintf("/bindings/%d", i)
 		switch {

@@ -9,7 +9,10 @@
 // failing step: unreadable, malformed, version_unsupported,
 // spec_unsupported, unknown_field, invalid_field, inconsistent,
 // surface_unsupported, reference_unresolved, kind_unknown,
-// binding_rejected. A loaded *Declaration is sealed: every default filled,
+// binding_rejected. After reference_unresolved or kind_unknown the later
+// independent steps still run, and what they find is in
+// DeclarationError.Later (the class stays the first), so Parse lists it
+// too. A loaded *Declaration is sealed: every default filled,
 // every binding resolved to a points.Interceptor through a Registry, and
 // Canonical returns the RFC 8785 form of the resolved document.
 //

@@ -53,6 +53,21 @@ type DeclarationError struct {
 	// Err is the underlying cause, when there is one (an I/O error, a kind
 	// resolver's error).
 	Err error
+	// Later holds what the later independent steps found when the first
+	// failing step was reference_unresolved or kind_unknown (steps 10 and
+	// 11 look at other members): the refusal's class stays Class, and
+	// Later lets a validator list every problem at once. Error omits it.
+	Later []*DeclarationError
+}
+
+// stopsPipeline reports whether a refusal of this class leaves later steps
+// unchecked (nothing in Later covers them).
+func stopsPipeline(class string) bool {
+	switch class {
+	case ClassReferenceUnresolved, ClassKindUnknown, ClassBindingRejected:
+		return false
+	}
+	return true
 }
 
 func newDeclError(class string, findings []Finding) *DeclarationError {

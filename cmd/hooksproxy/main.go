@@ -100,18 +100,23 @@ func (c *commonFlags) registerListen(fs *flag.FlagSet, def, usage string) {
 	fs.StringVar(&c.listen, "listen", envOr("HOOKSPROXY_LISTEN", def), usage+" (env HOOKSPROXY_LISTEN)")
 }
 
-// check reports a flag (or its environment variable) that serve would
-// refuse, so validate and serve agree on them.
-func (c *commonFlags) check() error {
-	if _, err := c.logger(io.Discard); err != nil {
-		return err
+// check reports every flag (or environment variable) value that serve
+// would refuse, so validate and serve agree on them.
+func (c *commonFlags) check() []error {
+	var errs []error
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level (env HOOKSPROXY_LOG_LEVEL) %q: must be debug, info, warn or error", c.logLevel))
+	}
+	if _, err := audit.NewLogHandler(io.Discard, c.logFormat, slog.LevelInfo); err != nil {
+		errs = append(errs, fmt.Errorf("--log-format (env HOOKSPROXY_LOG_FORMAT) %q: must be text or json", c.logFormat))
 	}
 	if c.listen != "" {
 		if err := config.CheckListen(c.listen); err != nil {
-			return fmt.Errorf("--listen (env HOOKSPROXY_LISTEN) %q: %w", c.listen, err)
+			errs = append(errs, fmt.Errorf("--listen (env HOOKSPROXY_LISTEN) %q: %w", c.listen, err))
 		}
 	}
-	return nil
+	return errs
 }
 
 // parseFlags parses args. stop is true when the command must end here with
@@ -156,30 +161,44 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
-	if c.config == "" && fs.NArg() == 1 {
-		c.config = fs.Arg(0)
+	rest := fs.Args()
+	if c.config == "" && len(rest) > 0 {
+		c.config, rest = rest[0], rest[1:]
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "hooksproxy validate: unexpected argument %q (one config file, as --config FILE)\n", rest[0])
+		return 2
 	}
 	if c.config == "" {
 		fmt.Fprintln(stderr, "hooksproxy validate: --config FILE is required")
 		return 2
 	}
-	if err := c.check(); err != nil {
+	// Every problem at once: the flags and environment serve would refuse,
+	// then the config's own.
+	n := 0
+	for _, err := range c.check() {
 		fmt.Fprintln(stderr, "hooksproxy validate:", err)
-		return 2
+		n++
 	}
 	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil), envExtra(app.Getenv))
+	if err == nil {
+		err = checkRecordsFile(cfg)
+	}
 	if err != nil {
 		var ps *config.Problems
 		if errors.As(err, &ps) {
 			fmt.Fprintln(stderr, ps.Error())
-			fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, len(ps.List))
-			return 1
+			n += len(ps.List)
+		} else {
+			fmt.Fprintf(stderr, "%s: %v\n", c.config, err)
+			n++
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", c.config, err)
-		return 1
-	}
-	if warns := approvalWarnings(cfg, app.Getenv); len(warns) > 0 {
+	} else if warns := approvalWarnings(cfg, app.Getenv); len(warns) > 0 {
 		fmt.Fprintln(stderr, (&config.Problems{File: c.config, List: warns}).Error())
+	}
+	if n > 0 {
+		fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, n)
+		return 1
 	}
 	fmt.Fprintf(stdout, "%s: ok (%d bindings, mode %s, profile %s)\n", c.config, len(cfg.Hooks.Bindings()), cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
 	return 0
@@ -194,8 +213,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
-	if err := c.check(); err != nil {
-		fmt.Fprintln(stderr, "hooksproxy:", err)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hooksproxy serve: unexpected argument %q (the config file is --config FILE)\n", fs.Arg(0))
+		return 2
+	}
+	if errs := c.check(); len(errs) > 0 {
+		for _, err := range errs {
+			fmt.Fprintln(stderr, "hooksproxy:", err)
+		}
 		return 2
 	}
 	log, err := c.logger(stderr)

@@ -75,9 +75,20 @@ func TestValidate(t *testing.T) {
 		{"unset upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: NOPE_NOT_SET_KEY\n", 1), nil, 1,
 			[]string{"hp.yaml:3: upstream.api_key_env: env var NOPE_NOT_SET_KEY is unset or empty", "1 problem(s)"}},
 		{"set upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: HP_TEST_KEY\n", 1), map[string]string{"HP_TEST_KEY": "sk-1"}, 0, nil},
-		{"bad log format env", baseConfig, map[string]string{"HOOKSPROXY_LOG_FORMAT": "bogus"}, 2, []string{"HOOKSPROXY_LOG_FORMAT"}},
-		{"bad log level env", baseConfig, map[string]string{"HOOKSPROXY_LOG_LEVEL": "loud"}, 2, []string{"HOOKSPROXY_LOG_LEVEL"}},
-		{"bad listen env", baseConfig, map[string]string{"HOOKSPROXY_LISTEN": "nowhere"}, 2, []string{"HOOKSPROXY_LISTEN", "host:port"}},
+		{"bad log format env", baseConfig, map[string]string{"HOOKSPROXY_LOG_FORMAT": "bogus"}, 1, []string{"HOOKSPROXY_LOG_FORMAT", "1 problem(s)"}},
+		{"bad log level env", baseConfig, map[string]string{"HOOKSPROXY_LOG_LEVEL": "loud"}, 1, []string{"HOOKSPROXY_LOG_LEVEL", "1 problem(s)"}},
+		{"bad listen env", baseConfig, map[string]string{"HOOKSPROXY_LISTEN": "nowhere"}, 1, []string{"HOOKSPROXY_LISTEN", "host:port", "1 problem(s)"}},
+		{"every flag and config problem", strings.Replace(baseConfig, "agent:\n", "agent:\n  framework: Bad Name\n", 1),
+			map[string]string{"HOOKSPROXY_LISTEN": "bad", "HOOKSPROXY_LOG_FORMAT": "xml", "HOOKSPROXY_LOG_LEVEL": "loud"}, 1, []string{
+				`hooksproxy validate: --log-level (env HOOKSPROXY_LOG_LEVEL) "loud": must be debug, info, warn or error`,
+				`hooksproxy validate: --log-format (env HOOKSPROXY_LOG_FORMAT) "xml": must be text or json`,
+				`hooksproxy validate: --listen (env HOOKSPROXY_LISTEN) "bad": must be host:port`,
+				"hp.yaml:4: agent.framework: must match",
+				"hp.yaml: 4 problem(s)"}},
+		{"records file under procfs", "records: {file: /proc/nope/r.jsonl}\n" + baseConfig, nil, 1, []string{
+			"hp.yaml:1: records.file: the record directory cannot be created or written: /proc is on procfs", "1 problem(s)"}},
+		{"records file is a directory", "records: {file: /}\n" + baseConfig, nil, 1, []string{"hp.yaml:1: records.file: / is a directory"}},
+		{"records file under a file", "records: {file: /etc/hostname/x/r.jsonl}\n" + baseConfig, nil, 1, []string{"hp.yaml:1: records.file: the record directory cannot be created: /etc/hostname is not a directory"}},
 		{"console timeout over the default bound", console("timeout: 30s", ""), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
 			[]string{"hp.yaml:2: resolvers.approvers.config.timeout: timeout 30s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (5000 ms)", "approval_resolver_failed after 5s; set hooks.configuration.timeouts.approval_resolver_ms: 30000", "1 problem(s)"}},
 		{"console timeout over an explicit bound", console("timeout: 10m", "    timeouts: {approval_resolver_ms: 60000}\n"), map[string]string{"HOOKSPROXY_ADMIN_TOKEN": "t"}, 1,
@@ -167,7 +178,9 @@ hooks:
 }
 
 // TestValidateAgreesWithServe: what validate reports about the upstream
-// key, serve refuses with the same message.
+// key, serve refuses with the same message; a bad flag value is one more
+// problem for validate (exit 1, the config's problems listed too) and a
+// usage error for serve (exit 2).
 func TestValidateAgreesWithServe(t *testing.T) {
 	t.Setenv("HOOKSPROXY_LOG_FORMAT", "")
 	path := writeConfig(t, strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: NOPE_NOT_SET_KEY\n", 1))
@@ -180,7 +193,7 @@ func TestValidateAgreesWithServe(t *testing.T) {
 	t.Setenv("HOOKSPROXY_LOG_FORMAT", "bogus")
 	_, verr, vcode = runCmd(t, "validate", "--config", path)
 	_, serr, scode = runCmd(t, "serve", "--config", path)
-	if vcode != 2 || scode != 2 || !strings.Contains(verr, "HOOKSPROXY_LOG_FORMAT") || !strings.Contains(serr, "HOOKSPROXY_LOG_FORMAT") {
+	if vcode != 1 || scode != 2 || !strings.Contains(verr, "HOOKSPROXY_LOG_FORMAT") || !strings.Contains(verr, path+msg) || !strings.Contains(serr, "HOOKSPROXY_LOG_FORMAT") {
 		t.Fatalf("log format: validate %d %q; serve %d %q", vcode, verr, scode, serr)
 	}
 }
@@ -277,5 +290,59 @@ func TestApprovalBoundValidateServeReloadAgree(t *testing.T) {
 	}
 	if rt.app.Config() != cfg {
 		t.Fatal("a refused reload replaced the config")
+	}
+}
+
+// validate refuses a records.file that serve could not open, and creates
+// nothing while checking (rv4 #8).
+func TestValidateRecordsFile(t *testing.T) {
+	for _, k := range []string{"HOOKSPROXY_LOG_FORMAT", "HOOKSPROXY_LOG_LEVEL", "HOOKSPROXY_LISTEN", "HOOKSPROXY_ADMIN_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "a", "b", "records.jsonl")
+	path := writeConfig(t, "records: {file: "+fresh+"}\n"+baseConfig)
+	if _, errs, code := runCmd(t, "validate", "--config", path); code != 0 {
+		t.Fatalf("creatable path: exit %d %s", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "a")); !os.IsNotExist(err) {
+		t.Fatalf("validate created the record directory: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("root may write anywhere; the permission cases need another user")
+	}
+	ro := filepath.Join(dir, "ro")
+	if err := os.Mkdir(ro, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	path = writeConfig(t, "records: {file: "+filepath.Join(ro, "x", "r.jsonl")+"}\n"+baseConfig)
+	if _, errs, code := runCmd(t, "validate", "--config", path); code != 1 || !strings.Contains(errs, "records.file: the record directory cannot be created or written: "+ro+" is not writable") {
+		t.Fatalf("read-only dir: exit %d %s", code, errs)
+	}
+	roFile := filepath.Join(dir, "ro.jsonl")
+	if err := os.WriteFile(roFile, nil, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	path = writeConfig(t, "records: {file: "+roFile+"}\n"+baseConfig)
+	if _, errs, code := runCmd(t, "validate", "--config", path); code != 1 || !strings.Contains(errs, "the record file cannot be opened for appending") {
+		t.Fatalf("read-only file: exit %d %s", code, errs)
+	}
+}
+
+// Extra positional arguments are an error, not ignored (rv4 #12).
+func TestExtraArguments(t *testing.T) {
+	t.Setenv("HOOKSPROXY_CONFIG", "")
+	path := writeConfig(t, baseConfig)
+	for _, args := range [][]string{
+		{"validate", "--config", path, "extra"},
+		{"validate", path, "extra"},
+		{"serve", "--config", path, "extra"},
+	} {
+		if _, errs, code := runCmd(t, args...); code != 2 || !strings.Contains(errs, `unexpected argument "extra"`) {
+			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+	}
+	if out, errs, code := runCmd(t, "validate", path); code != 0 || !strings.Contains(out, ": ok (") {
+		t.Errorf("validate FILE: exit %d %s %s", code, out, errs)
 	}
 }
