@@ -64,6 +64,7 @@ func Emitter(cfg *config.Config, opts Options) (*points.Emitter, error) {
 	ec := cfg.Hooks.EmitterConfig()
 	ec.Sink = opts.Sink
 	ec.Observer = opts.Observer
+	ec.Logger = opts.Logger
 	return points.NewEmitter(ec)
 }
 

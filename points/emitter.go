@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync"
 	"time"
@@ -47,6 +48,11 @@ type Config struct {
 	Now func() time.Time
 	// Observer, when set, is told of every finished emission (metrics).
 	Observer Observer
+	// Logger, when set, gets a warning for every interceptor call that
+	// failed closed (error, panic, timeout, invalid verdict), with the
+	// binding, point, reason and the failure's payload-free class, so an
+	// operator can find why a policy denies.
+	Logger *slog.Logger
 }
 
 // Observer is told about emissions and interceptor calls; it must be cheap.
@@ -486,6 +492,10 @@ func (e *Emitter) call(ctx context.Context, p Point, b Binding, raw []byte) Verd
 	if e.cfg.Observer != nil {
 		e.cfg.Observer.Interceptor(b.Name, p, v, time.Since(start))
 	}
+	if e.cfg.Logger != nil && IsHostError(v.Reason) {
+		e.cfg.Logger.Warn("interceptor failed closed", "binding", b.Name, "point", string(p),
+			"reason", v.Reason, "detail", v.Message, "request_id", RequestIDFrom(ctx))
+	}
 	return v
 }
 
@@ -531,9 +541,14 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte)
 		if a.pan {
 			return hostError(ReasonInterceptorFailed, "interceptor panicked")
 		}
-		if a.err != nil && errors.Is(a.err, context.DeadlineExceeded) && (cctx.Err() == nil || ctx.Err() != nil) {
-			// A deadline of the interceptor's own, or the caller's: not ours.
-			return hostError(ReasonInterceptorFailed, failureMessage(a.err))
+		if a.err != nil && errors.Is(a.err, context.DeadlineExceeded) {
+			if ctx.Err() != nil {
+				// The caller's deadline (client gone, shutdown).
+				return hostError(ReasonInterceptorFailed, "cancelled")
+			}
+			// Ours, or a deadline of the interceptor's own (a webhook's
+			// timeout): either way it took too long (§6.3).
+			return hostError(ReasonInterceptorTimeout, "")
 		}
 		return e.mapAnswer(a.v, a.err)
 	case <-cctx.Done():

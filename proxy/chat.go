@@ -133,6 +133,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	for _, h := range []struct{ name, what string }{{s.opts.SessionHeader, "session id"}, {"X-Agent-Hooks-Agent", "agent id"}} {
+		if h.what == "agent id" && !s.opts.AllowAgentHeader {
+			continue
+		}
+		if v := r.Header.Get(h.name); v != "" {
+			if msg := checkIdent(h.what+" ("+h.name+")", v); msg != "" {
+				writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+				return
+			}
+		}
+	}
 	sess, created := s.resolveSession(r, body)
 	if sess == nil {
 		writeSessionEnding(w)

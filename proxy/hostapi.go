@@ -1,13 +1,16 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/tidwall/gjson"
@@ -22,10 +25,43 @@ import (
 //	POST /agent-hooks/v1/sessions/{sid}/end                    {reason}
 func (s *Server) mountHostAPI(r chi.Router) {
 	r.Route("/agent-hooks/v1/sessions/{sid}", func(r chi.Router) {
+		r.Use(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				// The tool call id is checked by the handlers: this
+				// middleware runs before the inner routes bind {cid}.
+				if msg := checkIdent("session id", pathParam(r, "sid")); msg != "" {
+					writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+					return
+				}
+				next.ServeHTTP(w, r)
+			})
+		})
 		r.Post("/tool-calls/{cid}/pre", s.hostPre)
 		r.Post("/tool-calls/{cid}/post", s.hostPost)
 		r.Post("/end", s.hostEnd)
 	})
+}
+
+// maxIdent bounds the ids clients name sessions, agents and tool calls
+// by: they go into every context and record.
+const maxIdent = 256
+
+// checkIdent returns why v cannot name a session, agent or tool call, or
+// "": it must be 1 to maxIdent bytes of UTF-8 without control characters,
+// so that two different ids never print alike in records.
+func checkIdent(what, v string) string {
+	if v == "" || len(v) > maxIdent {
+		return what + " must be 1 to " + strconv.Itoa(maxIdent) + " bytes"
+	}
+	if !utf8.ValidString(v) {
+		return what + " must be UTF-8"
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return what + " must not hold control characters"
+		}
+	}
+	return ""
 }
 
 // hostBody reads a small JSON object body.
@@ -41,12 +77,21 @@ func pathParam(r *http.Request, name string) string {
 }
 
 func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, bool) {
+	return hostBodyOr(w, r, max, "")
+}
+
+// hostBodyOr is hostBody where an empty body stands for empty (a JSON
+// object; "" refuses it).
+func hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string) (gjson.Result, bool) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body too large or unreadable", "request_too_large")
 		return gjson.Result{}, false
 	}
-	if !points.ValidJSON(b) || !gjson.ParseBytes(b).IsObject() {
+	if len(bytes.TrimSpace(b)) == 0 && empty != "" {
+		b = []byte(empty)
+	}
+	if !points.DepthWithin(b, points.DefaultMaxDepth) || !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body must be a JSON object", "invalid_request")
 		return gjson.Result{}, false
 	}
@@ -118,6 +163,10 @@ func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, em *poi
 
 func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
+	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		return
+	}
 	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
@@ -164,6 +213,10 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
+	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		return
+	}
 	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
@@ -175,6 +228,11 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	}
 	if n := body.Get("name"); n.Exists() && n.Type != gjson.String && n.Type != gjson.Null {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a string", "invalid_request")
+		return
+	}
+	if !s.sessions.open(pathParam(r, "sid")) {
+		// No session, so no permitted pre: refused without starting one.
+		writeError(w, http.StatusConflict, "invalid_request_error", "post_tool_call needs a permitted pre_tool_call for this id first", "tool_call_state")
 		return
 	}
 	sess, em, ok := s.hostSession(w, r)
@@ -217,11 +275,16 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
-	body, ok := hostBody(w, r, 1<<16)
+	body, ok := hostBodyOr(w, r, 1<<16, "{}")
 	if !ok {
 		return
 	}
-	reason := body.Get("reason").Str
+	rv := body.Get("reason")
+	if rv.Exists() && rv.Type != gjson.String && rv.Type != gjson.Null {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "'reason' must be completed, error or cancelled", "invalid_request")
+		return
+	}
+	reason := rv.Str
 	if reason == "" {
 		reason = "completed"
 	}
@@ -270,8 +333,11 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "permission_error", "the admin API is disabled: set the admin token env var", "admin_disabled")
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
+		// The scheme is case-insensitive (RFC 9110 §11.1), as the
+		// approvals API reads it too.
+		scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		got = strings.TrimSpace(got)
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hooksproxy"`)
 			writeError(w, http.StatusUnauthorized, "authentication_error", "admin token required", "unauthorized")
 			return

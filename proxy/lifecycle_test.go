@@ -175,3 +175,51 @@ func TestRecordsPairModelCalls(t *testing.T) {
 		t.Fatalf("pre %v post %v", pre, post)
 	}
 }
+
+func TestIdentifiersChecked(t *testing.T) {
+	up, got := upstream(t, plainCompletion, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	for _, sid := range []string{strings.Repeat("s", 257), "bad\tid", "bad\xffid"} {
+		if r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", sid); r.StatusCode != 400 {
+			t.Fatalf("session %q: %d %s", sid, r.StatusCode, b)
+		}
+	}
+	if len(*got) != 0 {
+		t.Fatalf("refused requests reached the upstream")
+	}
+	for _, u := range []string{
+		"/agent-hooks/v1/sessions/" + strings.Repeat("s", 257) + "/end",
+		"/agent-hooks/v1/sessions/ok/tool-calls/" + strings.Repeat("c", 257) + "/pre",
+		"/agent-hooks/v1/sessions/bad%09id/tool-calls/c1/pre",
+	} {
+		resp, err := http.Post(p.URL+u, "application/json", strings.NewReader(`{"name":"x","args":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 400 {
+			t.Fatalf("%s: %d", u, resp.StatusCode)
+		}
+	}
+	if p.srv.Sessions() != 0 {
+		t.Fatalf("%d sessions opened by refused calls", p.srv.Sessions())
+	}
+	// A refused post on an unknown session leaves no session behind, and
+	// /end without a body ends as completed.
+	resp, _ := http.Post(p.URL+"/agent-hooks/v1/sessions/ghost/tool-calls/g1/post", "application/json", strings.NewReader(`{"name":"x","result":1}`))
+	resp.Body.Close()
+	if resp.StatusCode != 409 || p.srv.Sessions() != 0 || count(p.sink, points.AgentStartup) != 0 {
+		t.Fatalf("post on an unknown session: %d, %d sessions", resp.StatusCode, p.srv.Sessions())
+	}
+	post(t, p.URL, hello, "X-Agent-Hooks-Session", "s-body")
+	resp, _ = http.Post(p.URL+"/agent-hooks/v1/sessions/s-body/end", "application/json", nil)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/end without a body: %d", resp.StatusCode)
+	}
+	resp, _ = http.Post(p.URL+"/agent-hooks/v1/sessions/s-body/end", "application/json", strings.NewReader(`{"reason":5}`))
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("/end with a numeric reason: %d", resp.StatusCode)
+	}
+}

@@ -142,6 +142,14 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 	return s, true
 }
 
+// open reports whether id names an open session.
+func (ss *sessions) open(id string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.byID[id]
+	return s != nil && !s.ended
+}
+
 // release marks one request of s done.
 func (ss *sessions) release(s *session, now time.Time) {
 	ss.mu.Lock()
