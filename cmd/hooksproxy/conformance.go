@@ -384,7 +384,7 @@ func buildReport(vectors []ctk.Vector, variants []variant, perVariant [][]ctk.Re
 		}
 	}
 	rep.Claim = claim{
-		Framework: "openai-compatible", Adapter: "hooksproxy", Version: version,
+		Framework: "openai-compatible", Adapter: "hooksproxy", Version: buildVersion(),
 		Spec: points.SpecVersion, Capabilities: caps, Profiles: names,
 		IdentityProvider: ctk.ProviderJCS, SDK: "go@" + strings.TrimPrefix(goruntime.Version(), "go"),
 	}

@@ -65,9 +65,11 @@ func TestConformanceOutputFormat(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errs)
 	}
-	// The report names the directory and the Go version; the golden file
-	// holds placeholders for both.
+	// The report names the directory, the build and the Go version; the
+	// golden file holds placeholders for the directory and Go, and "dev"
+	// for the build.
 	got := strings.ReplaceAll(out, dir, "DIR")
+	got = strings.ReplaceAll(got, "hooksproxy "+buildVersion()+",", "hooksproxy dev,")
 	got = strings.ReplaceAll(got, "go@"+strings.TrimPrefix(goruntime.Version(), "go"), "go@GOVERSION")
 	golden := filepath.Join("testdata", "conformance.golden")
 	if *update {

@@ -39,7 +39,7 @@ commands:
   demo         run with an embedded scripted upstream and example policies (no API key)
   conformance  run the AGENT-HOOKS conformance vectors end to end over HTTP
                [--vectors DIR] [--json] [--seam host-api|transparent|both] [--wire plain|stream|both]
-  version      print the version
+  version      print the version (also --version, -v)
   help         print this text
 
 serve and validate flags (each also read from its environment variable):
@@ -51,14 +51,13 @@ serve and validate flags (each also read from its environment variable):
 "hooksproxy <command> --help" lists a command's flags.
 `
 
-// version is set with -ldflags "-X main.version=...".
-var version = "dev"
-
 func run(args []string, stdout, stderr io.Writer) int {
 	cmd := "serve"
 	switch {
 	case len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help"):
 		cmd, args = "help", nil
+	case len(args) > 0 && (args[0] == "-v" || args[0] == "-version" || args[0] == "--version"):
+		cmd, args = "version", args[1:]
 	case len(args) > 0 && !strings.HasPrefix(args[0], "-"):
 		cmd, args = args[0], args[1:]
 	}
@@ -72,7 +71,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "conformance":
 		return conformance(args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "hooksproxy", version)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "hooksproxy version: unexpected argument %q\n", args[0])
+			return 2
+		}
+		fmt.Fprintln(stdout, "hooksproxy", buildVersion())
 		return 0
 	case "help":
 		fmt.Fprint(stdout, usage)

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -344,5 +346,37 @@ func TestExtraArguments(t *testing.T) {
 	}
 	if out, errs, code := runCmd(t, "validate", path); code != 0 || !strings.Contains(out, ": ok (") {
 		t.Errorf("validate FILE: exit %d %s %s", code, out, errs)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}, {"-version"}} {
+		out, errs, code := runCmd(t, args...)
+		if code != 0 || out != "hooksproxy "+buildVersion()+"\n" || errs != "" {
+			t.Errorf("%v: exit %d %q %q", args, code, out, errs)
+		}
+	}
+	if _, errs, code := runCmd(t, "version", "x"); code != 2 || !strings.Contains(errs, `unexpected argument "x"`) {
+		t.Errorf("version x: exit %d %q", code, errs)
+	}
+	rev := []debug.BuildSetting{{Key: "vcs.revision", Value: "b80916f3a1c2d4e5f60718293a4b5c6d7e8f9012"}}
+	dirty := append(slices.Clone(rev), debug.BuildSetting{Key: "vcs.modified", Value: "true"})
+	clean := append(slices.Clone(rev), debug.BuildSetting{Key: "vcs.modified", Value: "false"})
+	for _, tt := range []struct {
+		linked string
+		bi     *debug.BuildInfo
+		want   string
+	}{
+		{"1.4.0", &debug.BuildInfo{Settings: dirty}, "1.4.0"},
+		{"dev", nil, "dev"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}, Settings: dirty}, "v1.2.3"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261129163004-b80916f3a1c2+dirty"}, Settings: dirty}, "b80916f3a1c2+dirty"},
+		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "v1.2.4-0.20261129163004-b80916f3a1c2"}, Settings: clean}, "b80916f3a1c2"},
+		{"", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: clean}, "b80916f3a1c2"},
+	} {
+		if got := versionFrom(tt.linked, tt.bi, tt.bi != nil); got != tt.want {
+			t.Errorf("versionFrom(%q, %+v) = %q, want %q", tt.linked, tt.bi, got, tt.want)
+		}
 	}
 }
