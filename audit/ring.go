@@ -1,8 +1,11 @@
 package audit
 
 import (
+	"cmp"
 	"encoding/json"
+	"github.com/tidwall/gjson"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -103,10 +106,13 @@ func (g *Ring) Evicted() uint64 {
 	return g.evicted
 }
 
-// ServeHTTP answers GET ?session=ID&limit=N with {"records":[...]}, newest
-// first (limit defaults to [DefaultQueryLimit]; an empty session matches
-// all). Authentication is the caller's business: mount it behind the admin
-// check.
+// ServeHTTP answers GET ?session=ID&limit=N&order=asc|desc with
+// {"records":[...]}. With a session it returns that session's records the
+// ring holds (the newest limit of them when limit is set) in sequence
+// order, the session's story from agent_startup on; without one, the
+// newest [DefaultQueryLimit] (or limit) of every session, newest first.
+// order overrides either default. Authentication is the caller's business:
+// mount it behind the admin check.
 func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
@@ -114,7 +120,19 @@ func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	limit := DefaultQueryLimit
+	session := q.Get("session")
+	limit, order := DefaultQueryLimit, "desc"
+	if session != "" {
+		limit, order = 0, "asc"
+	}
+	switch o := q.Get("order"); o {
+	case "":
+	case "asc", "desc":
+		order = o
+	default:
+		writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"order must be asc or desc","type":"invalid_request_error","param":"order"}}`))
+		return
+	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
@@ -123,7 +141,16 @@ func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	recs := g.Records(q.Get("session"), limit)
+	recs := g.Records(session, limit)
+	if order == "asc" {
+		slices.Reverse(recs)
+		if session != "" {
+			// Write order can differ from sequence order under concurrency.
+			slices.SortStableFunc(recs, func(a, b json.RawMessage) int {
+				return cmp.Compare(gjson.GetBytes(a, "sequence").Int(), gjson.GetBytes(b, "sequence").Int())
+			})
+		}
+	}
 	b := make([]byte, 0, 64+len(recs)*512)
 	b = append(b, `{"records":[`...)
 	for i, rec := range recs {

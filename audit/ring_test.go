@@ -72,8 +72,11 @@ func TestRingServeHTTP(t *testing.T) {
 		status        int
 		want          []int64
 	}{
-		{"GET", "?session=s-1", 200, []int64{2, 1, 0}},
-		{"GET", "?session=s-1&limit=2", 200, []int64{2, 1}},
+		{"GET", "?session=s-1", 200, []int64{0, 1, 2}},
+		{"GET", "?session=s-1&limit=2", 200, []int64{1, 2}},
+		{"GET", "?session=s-1&order=desc", 200, []int64{2, 1, 0}},
+		{"GET", "?order=asc", 200, []int64{0, 1, 2, 9}},
+		{"GET", "?order=up", 400, nil},
 		{"GET", "", 200, []int64{9, 2, 1, 0}},
 		{"GET", "?session=none", 200, nil},
 		{"GET", "?limit=0", 400, nil},
