@@ -23,6 +23,7 @@ func FuzzContentRedact(f *testing.F) {
 		"+44 20 7946 0958", "123-45-6789", "keyKEYkey", "\u00e9\"\\\n<>&",
 		`"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"`, "SessionToken=" + strings.Repeat("AQoD/+", 20),
 		"MIIEpAIBAAKCAQEA75yQmHdl3eP5\nIJKL==\n-----END RSA PRIVATE KEY-----", `\n-----END PRIVATE KEY-----`,
+		"4111111111111111 123", "4111 1111 1111 1111 5555 5555 5555 4444", "4111\u00a01111\u00a01111\u00a01111", "card_4111111111111111",
 	} {
 		f.Add(s)
 	}

@@ -3,7 +3,6 @@ package interceptors
 import (
 	"math/bits"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -17,6 +16,8 @@ type pattern struct {
 	// valid confirms a candidate s[start:end] and returns the end of the
 	// accepted span (it may shorten it); a return <= start rejects it.
 	valid func(s string, start, end int) int
+	// scan, when set, finds the spans instead of re (and valid).
+	scan func(s string) [][2]int
 	// pre is a cheap necessary condition checked before the regex runs:
 	// Go's regexp cannot skip ahead on patterns that start with \b, so
 	// without it every pack pattern would walk every string.
@@ -31,7 +32,41 @@ type text struct {
 	// by their name alone, as in the JSON the AWS CLI prints
 	// ("SecretAccessKey": "<40 characters>").
 	member   string
-	digitRun int // -1 until computed
+	digitRun int   // -1 until computed
+	kWords   uint8 // kWordsKnown | kWordKey | kWordToken, 0 until computed
+}
+
+const (
+	kWordsKnown = 1 << iota
+	kWordKey
+	kWordToken
+)
+
+// hasKWord reports whether t holds "key" (w == kWordKey) or "token"
+// (kWordToken) in any ASCII case. One pass per case of "k", the rarest
+// letter of both, serves both words.
+func (t *text) hasKWord(w uint8) bool {
+	if t.kWords == 0 {
+		t.kWords = kWordsKnown
+		s := t.s
+		for _, k := range [2]byte{'k', 'K'} {
+			for from := 0; from < len(s); {
+				j := strings.IndexByte(s[from:], k)
+				if j < 0 {
+					break
+				}
+				j += from
+				if j+3 <= len(s) && equalFoldLower(s[j:j+3], "key") {
+					t.kWords |= kWordKey
+				}
+				if j >= 2 && j+3 <= len(s) && equalFoldLower(s[j-2:j+3], "token") {
+					t.kWords |= kWordToken
+				}
+				from = j + 1
+			}
+		}
+	}
+	return t.kWords&w != 0
 }
 
 func newText(s string) *text { return &text{s: s, digitRun: -1} }
@@ -60,6 +95,10 @@ func (t *text) rescan(s string) *text {
 	n.member = t.member
 	return n
 }
+
+// endsFold reports whether s ends with the lower-case ASCII letter c in
+// either case: the cheap first test of memberIs.
+func endsFold(s string, c byte) bool { return s != "" && s[len(s)-1]|0x20 == c }
 
 // memberIs reports whether name, with ASCII case and the separators "_",
 // "-", "." and " " ignored, ends with one of suffixes (lower-case letters
@@ -135,6 +174,9 @@ func (p pattern) spans(t *text) [][2]int {
 		return nil
 	}
 	s := t.s
+	if p.scan != nil {
+		return p.scan(s)
+	}
 	var out [][2]int
 	for _, m := range p.re.FindAllStringSubmatchIndex(s, -1) {
 		start, end := m[2*p.group], m[2*p.group+1]
@@ -156,7 +198,7 @@ func (p pattern) found(t *text) bool {
 	if p.pre != nil && !p.pre(t) {
 		return false
 	}
-	if p.valid == nil && p.group == 0 {
+	if p.valid == nil && p.group == 0 && p.scan == nil {
 		// The common case needs no submatches; an empty match (possible
 		// for patterns like \bx?) falls through to the full scan.
 		loc := p.re.FindStringIndex(t.s)
@@ -200,23 +242,28 @@ func packPatterns(pack string) []pattern {
 		}
 	}
 	aws, secret, access := newLiteral("aws"), newLiteral("secret"), newLiteral("access")
-	session, token := newLiteral("session"), newLiteral("token")
+	session := newLiteral("session")
 	// Member names that hold an AWS secret access key or an STS session
 	// token as their whole value (the AWS CLI's and SDKs' JSON, Terraform).
+	secretSuffix, secretExact := []string{"secretaccesskey"}, []string{"secretkey", "awssecretkey"}
+	tokenSuffix, tokenExact := []string{"sessiontoken"}, []string{"securitytoken", "awssecuritytoken"}
 	secretMember := func(t *text) bool {
-		return memberIs(t.member, []string{"secretaccesskey"}, []string{"secretkey", "awssecretkey"})
+		return endsFold(t.member, 'y') && memberIs(t.member, secretSuffix, secretExact)
 	}
 	tokenMember := func(t *text) bool {
-		return memberIs(t.member, []string{"sessiontoken"}, []string{"securitytoken", "awssecuritytoken"})
+		return endsFold(t.member, 'n') && memberIs(t.member, tokenSuffix, tokenExact)
 	}
 	digits := func(n int) func(*text) bool { return func(t *text) bool { return t.digits() >= n } }
 	switch pack {
 	case PackSecrets:
 		return []pattern{
-			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`, nil, has("PRIVATE KEY")),
-			// A key's tail without its BEGIN line (a paginated or chunked
-			// read): the base64 lines before an END line, and the END line.
-			mk("private_key", `(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*)*[A-Za-z0-9+/=]*[ \t]*(?:\r?\n|\\r\\n|\\n)?[ \t>]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil, has("PRIVATE KEY")),
+			// A block from BEGIN to END, or to the end of the base64 when
+			// truncated; or a key's tail without its BEGIN line (a
+			// paginated or chunked read): the base64 lines before an END
+			// line, and the END line. At one position the first
+			// alternative wins, and a tail never starts before a BEGIN.
+			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`+
+				`|(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*)*[A-Za-z0-9+/=]*[ \t]*(?:\r?\n|\\r\\n|\\n)?[ \t>]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil, has("PRIVATE KEY")),
 			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil, has("sk-ant-")),
 			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil, has("sk-")),
 			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
@@ -224,17 +271,17 @@ func packPatterns(pack string) []pattern {
 			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
 			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
 			// "SecretAccessKey": "...", secret_access_key = ... in text.
-			mk("aws_secret_key", `(?i)secret[-_ ]?access[-_ ]?key[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return secret.inFold(t.s) && access.inFold(t.s) }),
+			mk("aws_secret_key", `(?i)secret[-_ ]?access[-_ ]?key[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return t.hasKWord(kWordKey) && secret.inFold(t.s) && access.inFold(t.s) }),
 			// The value of a member named so, as a whole string.
 			mk("aws_secret_key", `^\s*(?P<value>[A-Za-z0-9/+]{40})\s*$`, nil, secretMember),
-			mk("aws_session_token", `(?i)session[-_ ]?token[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+=]{100,})`, nil, func(t *text) bool { return session.inFold(t.s) && token.inFold(t.s) }),
+			mk("aws_session_token", `(?i)session[-_ ]?token[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+=]{100,})`, nil, func(t *text) bool { return t.hasKWord(kWordToken) && session.inFold(t.s) }),
 			mk("aws_session_token", `^\s*(?P<value>[A-Za-z0-9/+=]{100,})\s*$`, nil, tokenMember),
 			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
 	case PackPII:
 		return []pattern{
-			mk("card_number", `\b(?:\d[ -]?){12,18}\d\b`, validCard, digits(13)),
+			{name: "card_number", scan: cardSpans, pre: digits(13)},
 			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
 			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(t *text) bool { return strings.Contains(t.s, "-") && t.digits() >= 9 }),
 			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
@@ -339,51 +386,185 @@ func luhn(d string) bool {
 	return sum%10 == 0
 }
 
-// validCard accepts 13-19 digits from a card issuer range (2-6) that pass
-// Luhn, are not one repeated digit, are written compact or in a printed
-// grouping (4-4-4-4, 4-6-5, ...) with one kind of separator, and do not
-// continue a longer run of digit groups.
-func validCard(s string, start, end int) int {
-	v := s[start:end]
-	d := digitsOf(v)
-	if len(d) < 13 || len(d) > 19 || d[0] < '2' || d[0] > '6' {
-		return 0
-	}
-	if strings.Count(d, d[:1]) == len(d) || !luhn(d) {
-		return 0
-	}
-	if len(d) != len(v) && !cardGrouping(v) {
-		return 0
-	}
-	if start >= 2 && isSep(s[start-1]) && isDigit(s[start-2]) {
-		return 0
-	}
-	if end+1 < len(s) && isSep(s[end]) && isDigit(s[end+1]) {
-		return 0
-	}
-	return end
+// cardGroup is one group of digits in a run: s[start:end], and the
+// separator that follows it, s[end:next], empty for the run's last group.
+type cardGroup struct {
+	start, end, next int
 }
 
-// cardGrouping reports whether v (digits and separators) uses one
-// separator and a grouping cards are printed in.
-func cardGrouping(v string) bool {
-	sep := ' '
-	if strings.ContainsRune(v, '-') {
-		sep = '-'
-		if strings.ContainsRune(v, ' ') {
-			return false
+// cardShapes are the groupings cards are printed in, longest first, so
+// that a 19-digit card is preferred to 16 digits and a CVV.
+var cardShapes = [][]int{{4, 4, 4, 4, 3}, {4, 4, 4, 4}, {4, 6, 5}, {4, 6, 4}, {4, 4, 4, 3}, {4, 4, 4, 2}, {4, 4, 4, 1}}
+
+// cardSpans finds card numbers in s: 13-19 digits from an issuer range
+// (2-6) that pass Luhn and are not one repeated digit, written either
+// compact (a group of their own, whatever is beside it: "4111111111111111
+// 123", "qty 2 4111111111111111") or in a printed grouping (4-4-4-4,
+// 4-6-5, ...) with one separator throughout. A digit group joined to a
+// letter ("x4111...", "...1111x") is part of a word, not a card; "_" is no
+// letter ("card_4111..."). A grouped number is not taken out of a longer
+// run of four-digit groups: a four-digit group before it with the same
+// separator, or after it when it ends in one, rules it out unless that
+// group belongs to a card itself (two cards in a row).
+func cardSpans(s string) [][2]int {
+	var out [][2]int
+	var buf [24]cardGroup
+	for i := nextDigit(s, 0); i < len(s); i = nextDigit(s, i) {
+		gs := buf[:0]
+		for {
+			k := i
+			for k < len(s) && isDigit(s[k]) {
+				k++
+			}
+			n := cardSepLen(s, k)
+			if n == 0 || k+n >= len(s) || !isDigit(s[k+n]) {
+				gs = append(gs, cardGroup{i, k, k})
+				i = k
+				break
+			}
+			gs = append(gs, cardGroup{i, k, k + n})
+			i = k + n
+		}
+		out = cardsInRun(s, gs, out)
+	}
+	return out
+}
+
+// cardsInRun appends the cards among one run of digit groups.
+func cardsInRun(s string, gs []cardGroup, out [][2]int) [][2]int {
+	// Candidates first, as group ranges, left to right; a grouped one
+	// takes its groups.
+	type cand struct {
+		from, to int // groups[from:to]
+		grouped  bool
+	}
+	var cs []cand
+	leftGlued := gs[0].start > 0 && isWordByte(s[gs[0].start-1])
+	last := len(gs) - 1
+	rightGlued := gs[last].end < len(s) && isWordByte(s[gs[last].end])
+	for i := 0; i < len(gs); {
+		if w := cardShapeAt(s, gs, i); w > 0 && !(i == 0 && leftGlued) && !(i+w-1 == last && rightGlued) {
+			cs = append(cs, cand{i, i + w, true})
+			i += w
+			continue
+		}
+		g := gs[i]
+		if n := g.end - g.start; n >= 13 && n <= 19 && !(i == 0 && leftGlued) && !(i == last && rightGlued) && cardDigits(s, gs[i:i+1]) {
+			cs = append(cs, cand{i, i + 1, false})
+		}
+		i++
+	}
+	inCard := func(i int) bool {
+		for _, c := range cs {
+			if i >= c.from && i < c.to {
+				return true
+			}
+		}
+		return false
+	}
+	sep := func(i int) string { return s[gs[i].end:gs[i].next] } // after group i
+	four := func(i int) bool { return gs[i].end-gs[i].start == 4 }
+	for _, c := range cs {
+		if c.grouped {
+			if c.from > 0 && four(c.from-1) && sep(c.from-1) == sep(c.from) && !inCard(c.from-1) {
+				continue
+			}
+			if c.to <= last && four(c.to-1) && four(c.to) && sep(c.to-1) == sep(c.from) && !inCard(c.to) {
+				continue
+			}
+		}
+		out = append(out, [2]int{gs[c.from].start, gs[c.to-1].end})
+	}
+	return out
+}
+
+// cardShapeAt returns the number of groups of the printed grouping that
+// starts at gs[i] with one separator throughout and whose digits are a
+// card, or 0.
+func cardShapeAt(s string, gs []cardGroup, i int) int {
+	if gs[i].end-gs[i].start != 4 {
+		return 0
+	}
+shapes:
+	for _, shape := range cardShapes {
+		if i+len(shape) > len(gs) {
+			continue
+		}
+		first := s[gs[i].end:gs[i].next]
+		for j, n := range shape {
+			g := gs[i+j]
+			if g.end-g.start != n || j < len(shape)-1 && s[g.end:g.next] != first {
+				continue shapes
+			}
+		}
+		if cardDigits(s, gs[i:i+len(shape)]) {
+			return len(shape)
 		}
 	}
-	var lens []int
-	for _, g := range strings.Split(v, string(sep)) {
-		lens = append(lens, len(g))
+	return 0
+}
+
+// cardDigits reports whether the digits of gs are a card number: 13-19 of
+// them, the first 2-6, not all one digit, passing Luhn.
+func cardDigits(s string, gs []cardGroup) bool {
+	n := 0
+	for _, g := range gs {
+		n += g.end - g.start
 	}
-	for _, ok := range [][]int{{4, 4, 4, 4}, {4, 4, 4, 4, 3}, {4, 6, 5}, {4, 6, 4}, {4, 4, 4, 3}, {4, 4, 4, 2}, {4, 4, 4, 1}} {
-		if slices.Equal(lens, ok) {
-			return true
+	if n < 13 || n > 19 {
+		return false
+	}
+	if first := s[gs[0].start]; first < '2' || first > '6' {
+		return false
+	}
+	sum, double, same := 0, false, true
+	for j := len(gs) - 1; j >= 0; j-- {
+		g := gs[j]
+		for k := g.end - 1; k >= g.start; k-- {
+			d := int(s[k] - '0')
+			same = same && s[k] == s[gs[0].start]
+			if double {
+				if d *= 2; d > 9 {
+					d -= 9
+				}
+			}
+			sum += d
+			double = !double
 		}
 	}
-	return false
+	return !same && sum%10 == 0
+}
+
+// cardSepLen returns the length of the card separator at s[i] (a space, a
+// dash or a dot; a no-break, thin or figure space; a Unicode hyphen or
+// dash, as text copied from a PDF or web page has them), or 0.
+func cardSepLen(s string, i int) int {
+	if i >= len(s) {
+		return 0
+	}
+	switch c := s[i]; {
+	case c == ' ' || c == '-' || c == '.':
+		return 1
+	case c == 0xC2:
+		if i+1 < len(s) && s[i+1] == 0xA0 { // U+00A0 no-break space
+			return 2
+		}
+	case c == 0xE2:
+		if i+2 < len(s) && s[i+1] == 0x80 {
+			switch s[i+2] {
+			case 0x87, 0x89, 0xAF, // figure, thin, narrow no-break space
+				0x90, 0x91, 0x92, 0x93, 0x94: // hyphen, non-breaking hyphen, figure dash, en dash, em dash
+				return 3
+			}
+		}
+	}
+	return 0
+}
+
+// isWordByte reports an ASCII letter or digit: a digit group joined to one
+// is part of a word or an identifier.
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || isDigit(c)
 }
 
 // ibanMod97 reports whether the compact IBAN s passes ISO 13616 mod-97.
@@ -456,8 +637,9 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 func isSep(c byte) bool   { return c == ' ' || c == '-' || c == '.' }
 
 // maxDigitRun returns the most digits in one run where digits are joined
-// by at most two separator characters (" .-()/+"), the shape card, phone
-// and id numbers are written in.
+// by at most two separator characters (" .-()/+") or one non-ASCII one
+// (a no-break space, a dash), the shape card, phone and id numbers are
+// written in.
 func maxDigitRun(s string) int {
 	best, run, gap := 0, 0, 0
 	for i := 0; i < len(s); i++ {
@@ -476,6 +658,8 @@ func maxDigitRun(s string) int {
 			best = max(best, run)
 		case (c == ' ' || c == '.' || c == '-' || c == '(' || c == ')' || c == '/' || c == '+') && gap < 2:
 			gap++
+		case c >= 0x80 && gap < 3:
+			gap++ // a no-break space or a Unicode dash (2 or 3 bytes) between groups
 		default:
 			run, gap = 0, 0
 		}
