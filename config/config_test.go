@@ -300,7 +300,7 @@ func TestParseHooksProblems(t *testing.T) {
 			"hooks.bindings", 6, ClassMalformed},
 		{"non-finite", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  extensions: {acme: .inf}\n  bindings: []\n",
 			"hooks.extensions.acme", 5, ClassMalformed},
-		{"float timeout", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    timeouts: {interceptor_ms: 5000.0}\n  bindings: []\n",
+		{"fractional timeout", "hooks:\n  declaration: agent-hooks-declaration/1.0\n  configuration:\n    timeouts: {interceptor_ms: 5000.5}\n  bindings: []\n",
 			"hooks.configuration.timeouts.interceptor_ms", 6, ClassInvalidField},
 		{"hooks scalar", "hooks: 5\n", "hooks", 3, ""},
 	}

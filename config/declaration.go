@@ -556,13 +556,15 @@ func (c *fieldCheck) enum(v *jval, p string, allowed []string) {
 	}
 }
 
-// intOrNull checks an integer in lo..hi, or null.
+// intOrNull checks an integer in lo..hi, or null. An integer is what JSON
+// Schema 2020-12 calls one (the schema's "type": "integer"): 5000.0 and
+// 5e3 are 5000.
 func (c *fieldCheck) intOrNull(v *jval, p string, lo, hi uint64) {
 	if v == nil || v.k == jNull {
 		return
 	}
 	if v.k == jNum {
-		if n, ok := uintLiteral(v.s); ok && n >= lo && n <= hi {
+		if n, ok := integerLiteral(v.s); ok && n >= lo && n <= hi {
 			return
 		}
 	}
@@ -1018,7 +1020,7 @@ func intOrNullValue(v *jval) (n *uint64, present bool) {
 	if v.k == jNull {
 		return nil, true
 	}
-	x, _ := uintLiteral(v.s)
+	x, _ := integerLiteral(v.s)
 	return &x, true
 }
 

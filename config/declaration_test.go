@@ -316,7 +316,9 @@ func TestDeclarationRefusals(t *testing.T) {
 		{"jcs prefix", minimal(`"configuration":{"identity_provider":"jcs-fake"}`), ClassInvalidField, nil},
 		{"provider type", minimal(`"configuration":{"identity_provider":5}`), ClassInvalidField, nil},
 		{"zero timeout", minimal(`"configuration":{"timeouts":{"interceptor_ms":0}}`), ClassInvalidField, nil},
-		{"float timeout", minimal(`"configuration":{"timeouts":{"interceptor_ms":5000.0}}`), ClassInvalidField, nil},
+		{"fractional timeout", minimal(`"configuration":{"timeouts":{"interceptor_ms":5000.5}}`), ClassInvalidField, nil},
+		{"fractional exponent timeout", minimal(`"configuration":{"timeouts":{"interceptor_ms":5e-1}}`), ClassInvalidField, nil},
+		{"huge exponent timeout", minimal(`"configuration":{"timeouts":{"interceptor_ms":1e300}}`), ClassInvalidField, nil},
 		{"timeout above an hour", minimal(`"configuration":{"timeouts":{"approval_resolver_ms":3600001}}`), ClassInvalidField, nil},
 		{"max_buffered zero", minimal(`"configuration":{"records":{"max_buffered":0}}`), ClassInvalidField, nil},
 		{"kind without dot", `{"declaration":"agent-hooks-declaration/1.0","bindings":[{"id":"a","kind":"nodot"}]}`, ClassInvalidField, []string{"/bindings/0/kind"}},
@@ -791,5 +793,31 @@ func TestConfigPathPointer(t *testing.T) {
 		if got != tt.want || ok != tt.ok {
 			t.Errorf("configPathPointer(%q) = %q %v, want %q %v", tt.in, got, ok, tt.want, tt.ok)
 		}
+	}
+}
+
+// JSON Schema 2020-12 counts any number with a zero fractional part as an
+// integer, and the schema types the timeouts and max_buffered "integer".
+func TestIntegerLiteral(t *testing.T) {
+	for lit, want := range map[string]int64{
+		"5000": 5000, "5000.0": 5000, "5e3": 5000, "5E+3": 5000, "0.5e4": 5000, "50000e-1": 5000,
+		"0": 0, "0.0": 0, "0e5": 0, "18446744073709551615": -2, "1.8446744073709551615e19": -2,
+		"5000.5": -1, "5e-1": -1, "-1": -1, "-0": -1, "1e20": -1, "1e999999999999": -1, "1.": -1, ".5": -1, "": -1,
+	} {
+		n, ok := integerLiteral(lit)
+		switch {
+		case want == -1 && ok, want >= 0 && (!ok || n != uint64(want)), want == -2 && (!ok || n != 1<<64-1):
+			t.Errorf("integerLiteral(%q) = %d, %v; want %d", lit, n, ok, want)
+		}
+	}
+	d, err := LoadDeclaration([]byte(minimal(`"configuration":{"timeouts":{"interceptor_ms":1000.0,"approval_resolver_ms":6e5},"records":{"max_buffered":1e4}}`)), testRegistry(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to := d.Timeouts(); to.Interceptor != time.Second || to.ApprovalResolver != 10*time.Minute || d.RecordsMaxBuffered() != 10000 {
+		t.Fatalf("%+v %d", to, d.RecordsMaxBuffered())
+	}
+	if !strings.Contains(string(d.Canonical()), `"timeouts":{"approval_resolver_ms":600000,"interceptor_ms":1000}`) {
+		t.Fatalf("canonical %s", d.Canonical())
 	}
 }
