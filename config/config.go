@@ -448,6 +448,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		}
 	}
 	p.checkMetricsPassthrough(cfg)
+	p.checkRecordsFile(cfg, reg)
 	if env, ok := reg.(Environment); ok && env.LookupEnv() != nil {
 		if _, msg := cfg.Upstream.key(env.LookupEnv()); msg != "" {
 			p.add(p.lines["upstream.api_key_env"], "upstream.api_key_env", "%s", msg)

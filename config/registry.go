@@ -79,6 +79,7 @@ type IdentityProviderFactory func(name string, config json.RawMessage) (points.I
 type MapRegistry struct {
 	mu            sync.RWMutex
 	allowCTK      bool
+	checkFiles    bool
 	getenv        func(string) string
 	kinds         map[string]KindFunc
 	identities    map[string]points.IdentityProvider
@@ -260,6 +261,22 @@ func (r *MapRegistry) SetGetenv(getenv func(string) string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.getenv = getenv
+}
+
+// SetCheckFiles makes Parse check the files the config names as serve
+// will open them (records.file), without creating anything: validate
+// uses it so that it refuses what serve would.
+func (r *MapRegistry) SetCheckFiles(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkFiles = on
+}
+
+// ChecksFiles implements FileChecker.
+func (r *MapRegistry) ChecksFiles() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.checkFiles
 }
 
 // LookupEnv implements Environment: the function SetGetenv set, or nil.

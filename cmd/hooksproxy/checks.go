@@ -19,6 +19,14 @@ func envExtra(getenv func(string) string) app.Extra {
 	}
 }
 
+// checkFiles makes loading check the files the config names as serve will
+// open them (records.file), creating nothing: validate refuses what serve
+// would.
+func checkFiles(r *config.MapRegistry) error {
+	r.SetCheckFiles(true)
+	return nil
+}
+
 // The approval resolver kinds this binary registers.
 const (
 	kindConsole = "hooksproxy.console"

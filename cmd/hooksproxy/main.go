@@ -183,10 +183,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hooksproxy validate:", err)
 		n++
 	}
-	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil), envExtra(app.Getenv))
-	if err == nil {
-		err = checkRecordsFile(cfg)
-	}
+	cfg, err := app.Load(c.config, app.Options{}, consoleExtra(nil), envExtra(app.Getenv), checkFiles)
 	if err != nil {
 		var ps *config.Problems
 		if errors.As(err, &ps) {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -7,26 +7,28 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
-
-	"github.com/hooksproxy/hooksproxy/config"
 )
 
-// checkRecordsFile reports, without creating or changing anything, a
-// records.file that serve could not open: serve creates the missing
-// directories (mkdir -p, 0700) and the file (0600) and appends to it, so
-// the file, when it exists, must be writable, and otherwise its nearest
-// existing ancestor must be a directory serve can create entries in.
-func checkRecordsFile(cfg *config.Config) error {
-	path := cfg.Records.File
-	if path == "" {
-		return nil
+// FileChecker is implemented by a Registry that asks Parse to check the
+// files the config names as serve will use them (MapRegistry.SetCheckFiles;
+// validate does). Checking creates and changes nothing.
+type FileChecker interface {
+	ChecksFiles() bool
+}
+
+// checkRecordsFile reports a records.file that serve could not open:
+// serve creates the missing directories (mkdir -p, 0700) and the file
+// (0600) and appends to it, so the file, when it exists, must be
+// writable, and otherwise its nearest existing ancestor must be a
+// directory serve can create entries in.
+func (p *parser) checkRecordsFile(cfg *Config, reg Registry) {
+	fc, ok := reg.(FileChecker)
+	if !ok || !fc.ChecksFiles() || cfg.Records.File == "" {
+		return
 	}
-	msg := recordsFileProblem(path)
-	if msg == "" {
-		return nil
+	if msg := recordsFileProblem(cfg.Records.File); msg != "" {
+		p.add(p.lines["records.file"], "records.file", "%s", msg)
 	}
-	const at = "records.file"
-	return &config.Problems{File: cfg.Source, List: []config.Problem{{Path: at, Line: cfg.Line(at), Msg: msg}}}
 }
 
 func recordsFileProblem(path string) string {
