@@ -298,6 +298,26 @@ func firstFound(ps []pattern, t *text) (string, bool) {
 type Content struct {
 	rules  *contentRules
 	redact maskSet
+	// nums are the patterns that also judge integers of card length, by
+	// action; numRedact masks with them. Without any the walk skips
+	// numbers.
+	nums      map[string][]pattern
+	numRedact maskSet
+}
+
+// numericGroups returns the patterns of each action that judge numbers.
+func numericGroups(groups map[string][]pattern) (map[string][]pattern, bool) {
+	out := map[string][]pattern{}
+	found := false
+	for act, ps := range groups {
+		for _, p := range ps {
+			if p.numeric {
+				out[act] = append(out[act], p)
+				found = true
+			}
+		}
+	}
+	return out, found
 }
 
 func newContent(_ string, config []byte, _ Env) (points.Interceptor, error) {
@@ -309,7 +329,12 @@ func newContent(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	if err := ms.checkMasks(configRoot + ".mask"); err != nil {
 		return nil, err
 	}
-	return &Content{rules: cr, redact: ms}, nil
+	ct := &Content{rules: cr, redact: ms}
+	if nums, ok := numericGroups(cr.groups); ok {
+		ct.nums = nums
+		ct.numRedact = maskSet{patterns: nums[actRedact], mask: cr.mask}
+	}
+	return ct, nil
 }
 
 // Intercept scans every string in the target, member names included (a
@@ -331,8 +356,15 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		redactNames       []string
 		changes           []change
 	)
-	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
+	// Integers of card length are walked when a pattern judges them.
+	err := walkCtxMode(ctx, doc, true, ct.nums != nil, func(v stringVisit) bool {
 		t := visitText(v)
+		g, redact := g, &ct.redact
+		if v.isNum {
+			// An integer of card length: only the number patterns judge
+			// it, and a mask replaces it with a string.
+			g, redact = ct.nums, &ct.numRedact
+		}
 		if name, ok := firstFound(g[actDeny], t); ok {
 			denyName = name
 			return false
@@ -352,7 +384,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 				}
 			}
 		} else if len(g[actRedact]) > 0 {
-			if masked, names, changed := ct.redact.apply(t); changed {
+			if masked, names, changed := redact.apply(t); changed {
 				changes = append(changes, change{visit: v.keep(), value: masked})
 				for _, nm := range names {
 					redactNames = appendUnique(redactNames, nm)

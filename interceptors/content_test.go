@@ -31,7 +31,8 @@ func TestContentActions(t *testing.T) {
 		{"warn", outputCtx(t, `"my password is hunter2"`), "warn content_warning"},
 		{"member names are scanned", preTool(t, "t", `{"LAUNCH-1234":"x"}`), "deny content_denied"},
 		{"a member name is redacted in place", preTool(t, "t", `{"mail bob@example.com":1,"k":"v"}`), "transform content_redacted"},
-		{"numbers are not strings", preTool(t, "t", `{"n":4111111111111111}`), "allow"},
+		{"a card stored as a number", preTool(t, "t", `{"n":4111111111111111}`), "transform content_redacted"},
+		{"other numbers are not judged", preTool(t, "t", `{"n":4111111111111112,"m":12345,"f":4111111111111111.5,"e":-4111111111111111}`), "allow"},
 		{"redact degrades to warn at agent_startup", startupCtx(t, `["bob@example.com"]`), "warn content_redacted"},
 		{"shutdown summary is clean", mkCtx(t, points.AgentShutdown, `{"summary":{"reason":"completed"}}`), "allow"},
 	}

@@ -122,6 +122,9 @@ type stringVisit struct {
 	// isKey: the string is a member name (walkStringsAndKeys); path is
 	// then the object's own path and start/end the quoted name's span.
 	isKey bool
+	// isNum: value is the text of an integer of 13-19 digits (walkMode),
+	// the length of a card number; start/end are the number's span.
+	isNum bool
 }
 
 // keep returns a copy of v that stays valid after the visit.
@@ -167,9 +170,15 @@ func walkStringsAndKeysCtx(ctx context.Context, doc []byte, fn func(v stringVisi
 }
 
 func walkCtx(ctx context.Context, doc []byte, keys bool, fn func(v stringVisit) bool) error {
+	return walkCtxMode(ctx, doc, keys, false, fn)
+}
+
+// walkCtxMode is walkCtx that also visits, with nums, the integers of
+// 13-19 digits (isNum), where a card number stored as a number is.
+func walkCtxMode(ctx context.Context, doc []byte, keys, nums bool, fn func(v stringVisit) bool) error {
 	var err error
 	n := 0
-	walk(doc, keys, func(v stringVisit) bool {
+	walkMode(doc, keys, nums, func(v stringVisit) bool {
 		if n++; n%cancelCheckEvery == 0 {
 			if err = ctxErr(ctx); err != nil {
 				return false
@@ -198,11 +207,15 @@ func walkStrings(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc
 func walkStringsAndKeys(doc []byte, fn func(v stringVisit) bool) bool { return walk(doc, true, fn) }
 
 func walk(doc []byte, keys bool, fn func(v stringVisit) bool) bool {
+	return walkMode(doc, keys, false, fn)
+}
+
+func walkMode(doc []byte, keys, nums bool, fn func(v stringVisit) bool) bool {
 	if len(doc) == 0 {
 		return true
 	}
 	w := walkerPool.Get().(*strWalker)
-	w.doc, w.stopped, w.keys = doc, false, keys
+	w.doc, w.stopped, w.keys, w.nums = doc, false, keys, nums
 	w.value(0, fn)
 	stopped := w.stopped
 	w.doc = nil
@@ -229,6 +242,7 @@ type strWalker struct {
 	path    []seg
 	stopped bool
 	keys    bool   // visit member names too
+	nums    bool   // visit integers of card length too
 	scratch []byte // unescaped strings, reused
 }
 
@@ -265,16 +279,34 @@ func (w *strWalker) value(i int, fn func(v stringVisit) bool) int {
 	}
 	// A number or a literal: it ends at a delimiter, and is not empty (a
 	// delimiter here is not JSON, and the walk would make no progress).
-	for j := i; j < len(doc); j++ {
+	j := i
+	for ; j < len(doc); j++ {
 		switch doc[j] {
 		case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
 			if j == i {
 				return w.stop()
 			}
+			return w.number(i, j, fn)
+		}
+	}
+	return w.number(i, j, fn)
+}
+
+// number visits doc[i:j], a number or a literal, when it is an integer of
+// 13-19 digits and the walk visits those; it returns j.
+func (w *strWalker) number(i, j int, fn func(v stringVisit) bool) int {
+	if !w.nums || j-i < 13 || j-i > 19 {
+		return j
+	}
+	for k := i; k < j; k++ {
+		if !isDigit(w.doc[k]) {
 			return j
 		}
 	}
-	return len(doc)
+	if !fn(stringVisit{path: w.path, value: bytesView(w.doc[i:j]), start: i, end: j, isNum: true}) {
+		return w.stop()
+	}
+	return j
 }
 
 func (w *strWalker) stop() int {

@@ -66,6 +66,7 @@ var walkSeeds = []string{
 	`{"a":"x","b":["y",{"c":"z","d":1,"e":null}],"f":true,"g":[[],[[]],{}]}`,
 	`{"k\u00e9y":"v","":"empty","k\"q":"w"}`, `[1,-2.5e3,"s",false,null,{"t":"u"}]`,
 	`{ "a" : [ "b" , "c" ] , "d" : { } }`, `{"dup":"one","dup":"two"}`, `123`, `null`, `[]`,
+	`{"n":4111111111111111,"m":[1234567890123 , 12345678901234567890]}`, `4111111111111111`,
 	`{"response":{"content":"` + strings.Repeat("long prose without digits ", 400) + `","tool_calls":[{"id":"c1","name":"f","args":{"q":"x"}}]}}`,
 }
 
@@ -113,7 +114,48 @@ func FuzzWalkStrings(f *testing.F) {
 			return
 		}
 		checkWalk(t, doc)
+		// With numbers: the same strings, plus each integer of 13-19 digits.
+		var plain, all []stringVisit
+		walkStringsAndKeys(doc, func(v stringVisit) bool { plain = append(plain, v.keep()); return true })
+		walkMode(doc, true, true, func(v stringVisit) bool {
+			if v.isNum {
+				if n := v.end - v.start; n < 13 || n > 19 || string(doc[v.start:v.end]) != v.value || strings.Trim(v.value, "0123456789") != "" {
+					t.Fatalf("number visit %+v in %s", v, doc)
+				}
+				return true
+			}
+			all = append(all, v.keep())
+			return true
+		})
+		if fmt.Sprint(plain) != fmt.Sprint(all) {
+			t.Fatalf("string visits differ with numbers on: %v vs %v", plain, all)
+		}
 	})
+}
+
+// TestWalkNumbers: only integers of card length are visited, with their
+// spans.
+func TestWalkNumbers(t *testing.T) {
+	tests := []struct{ doc, want string }{
+		{`4111111111111111`, `4111111111111111@[]`},
+		{`{"a":[4111111111111111,1,12345678901234567890,-4111111111111111,4111111111111111e2,4111111111111111.0,"4111111111111111"],"b":1234567890123}`,
+			`4111111111111111@[{a 0 false} { 0 true}] 1234567890123@[{b 0 false}]`},
+	}
+	for _, tt := range tests {
+		var got []string
+		walkMode([]byte(tt.doc), true, true, func(v stringVisit) bool {
+			if v.isNum {
+				if tt.doc[v.start:v.end] != v.value {
+					t.Errorf("span %d:%d is not %q", v.start, v.end, v.value)
+				}
+				got = append(got, fmt.Sprintf("%s@%v", v.value, v.path))
+			}
+			return true
+		})
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("%s: visits %v, want %s", tt.doc, got, tt.want)
+		}
+	}
 }
 
 // BenchmarkWalkStrings walks a post_model_call target of 32 KB of prose,

@@ -18,6 +18,9 @@ type pattern struct {
 	valid func(s string, start, end int) int
 	// scan, when set, finds the spans instead of re (and valid).
 	scan func(s string) [][2]int
+	// numeric: the pattern also judges the JSON integers of 13-19 digits
+	// (the card number).
+	numeric bool
 	// pre is a cheap necessary condition checked before the regex runs:
 	// Go's regexp cannot skip ahead on patterns that start with \b, so
 	// without it every pack pattern would walk every string.
@@ -281,7 +284,7 @@ func packPatterns(pack string) []pattern {
 		}
 	case PackPII:
 		return []pattern{
-			{name: "card_number", scan: cardSpans, pre: digits(13)},
+			{name: "card_number", scan: cardSpans, pre: digits(13), numeric: true},
 			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
 			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(t *text) bool { return strings.Contains(t.s, "-") && t.digits() >= 9 }),
 			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),

@@ -18,6 +18,8 @@ const RedactedExtension = "hooksproxy"
 // redactor is the approval redactor built from a content config.
 type redactor struct {
 	ms maskSet
+	// nums masks the integers of card length (nil patterns: not walked).
+	nums maskSet
 }
 
 // NewRedactor builds an approval redactor from a hooksproxy.content config
@@ -39,7 +41,14 @@ func NewRedactor(config []byte) (points.Redactor, error) {
 	if err := ms.checkMasks(configRoot + ".mask"); err != nil {
 		return nil, err
 	}
-	return &redactor{ms: ms}, nil
+	r := &redactor{ms: ms}
+	for _, p := range all {
+		if p.numeric {
+			r.nums.patterns = append(r.nums.patterns, p)
+		}
+	}
+	r.nums.mask = cr.mask
+	return r, nil
 }
 
 // Redact returns raw with every match masked. Target paths are reported
@@ -61,11 +70,15 @@ func (r *redactor) Redact(ctx context.Context, raw []byte) ([]byte, error) {
 		ss       []splice
 		redacted []string
 	)
-	err := walkStringsAndKeysCtx(ctx, doc, func(v stringVisit) bool {
+	err := walkCtxMode(ctx, doc, true, len(r.nums.patterns) > 0, func(v stringVisit) bool {
 		if v.isKey && len(v.path) == 0 || len(v.path) == 1 && isEnvelopeMember(v.path[0].key) {
 			return true // the envelope's own names and members stay
 		}
-		masked, _, changed := r.ms.apply(visitText(v))
+		ms := &r.ms
+		if v.isNum {
+			ms = &r.nums // a masked number becomes a string
+		}
+		masked, _, changed := ms.apply(visitText(v))
 		if !changed {
 			return true
 		}
