@@ -161,7 +161,7 @@ type Tools struct {
 	hasAllow              bool
 	args                  []argRule
 	egress                bool
-	urlRE                 *regexp.Regexp
+	urlRE, wwwRE          *regexp.Regexp
 	allowDomains          []domainRule // nil: any host not denied
 	denyDomains           []domainRule
 	reasons, messages     [toolDeny + 1]string
@@ -223,6 +223,7 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		}
 		t.egress = true
 		t.urlRE = regexp.MustCompile(urlExpr)
+		t.wwwRE = regexp.MustCompile(wwwExpr)
 		if e.AllowDomains != nil {
 			t.allowDomains, err = compileDomains(configRoot+".egress.allow_domains", e.AllowDomains)
 			ps.add(err)
@@ -361,17 +362,135 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 	}
 	var f toolFinding
 	found := false
+	bad := func(why string) bool {
+		f = toolFinding{outcome: toolEgress, detail: "argument URL " + why}
+		found = true
+		return false
+	}
 	walkStringsAndKeys([]byte(args.Raw), func(v stringVisit) bool {
 		for _, cand := range t.urlRE.FindAllString(v.value, -1) {
-			if why, bad := t.urlViolation(cand); bad {
-				f = toolFinding{outcome: toolEgress, detail: "argument URL " + why}
-				found = true
-				return false
+			if why, isBad := t.urlViolation(cand); isBad {
+				return bad(why)
+			}
+		}
+		if !v.isKey {
+			if kind := egressMember(v.path); kind != egressNone {
+				if why, isBad := t.schemelessViolation(v.value, kind); isBad {
+					return bad(why)
+				}
+			}
+		}
+		if hasWWW(v.value) {
+			for _, loc := range t.wwwRE.FindAllStringIndex(v.value, -1) {
+				if loc[0] > 0 && strings.IndexByte(".-/@", v.value[loc[0]-1]) >= 0 {
+					continue // part of a longer name or of a URL already judged
+				}
+				if why, isBad := t.urlViolation("https://" + v.value[loc[0]:loc[1]]); isBad {
+					return bad(why)
+				}
 			}
 		}
 		return true
 	})
 	return f, found
+}
+
+// The kinds of member whose value is judged as a destination even without
+// a scheme.
+const (
+	egressNone = iota
+	egressURL  // url, uri, href, link, endpoint: a URL a fetch tool would complete with https://
+	egressHost // host, hostname, domain: a host, even of one label
+)
+
+// egressMember says whether the nearest member name over a value (array
+// indexes skipped: {"urls": ["..."]}) names a URL or a host: url, uri,
+// href, link, endpoint, host, hostname or domain, in any case, alone or
+// as the last word of a longer name (base_url, targetUrl, api-endpoint,
+// webhookURL), with a plural s allowed.
+func egressMember(path []seg) int {
+	i := len(path) - 1
+	for i >= 0 && path[i].isIdx {
+		i--
+	}
+	if i < 0 {
+		return egressNone
+	}
+	name := path[i].key
+	if len(name) > 1 && (name[len(name)-1] == 's' || name[len(name)-1] == 'S') {
+		if k := egressWord(name[:len(name)-1]); k != egressNone {
+			return k
+		}
+	}
+	return egressWord(name)
+}
+
+func egressWord(name string) int {
+	for _, w := range [...]struct {
+		word string
+		kind int
+	}{{"url", egressURL}, {"uri", egressURL}, {"href", egressURL}, {"link", egressURL}, {"endpoint", egressURL},
+		{"host", egressHost}, {"hostname", egressHost}, {"domain", egressHost}} {
+		n := len(name) - len(w.word)
+		if n < 0 || !strings.EqualFold(name[n:], w.word) {
+			continue
+		}
+		// The whole name, or its last word: after a separator or a
+		// camelCase capital (targetUrl, webhookURL).
+		if n == 0 || strings.IndexByte("_-. ", name[n-1]) >= 0 || isUpper(name[n]) && !isUpper(name[n-1]) {
+			return w.kind
+		}
+	}
+	return egressNone
+}
+
+// schemelessViolation judges the value of a URL- or host-named member that
+// has no scheme (evil.com/x, //evil.com/x, www.evil.com, evil.com:8443),
+// as a fetch tool would complete it with https://. A path (/x), a
+// fragment, a value with spaces and, under a URL name, a single word
+// ("next") are not destinations.
+func (t *Tools) schemelessViolation(s string, kind int) (string, bool) {
+	s = strings.TrimSpace(s)
+	if s == "" || strings.Contains(s, "://") || strings.ContainsAny(s, " \t\r\n") {
+		return "", false
+	}
+	var cand string
+	switch {
+	case strings.HasPrefix(s, "//"):
+		cand = "https:" + s
+	case strings.IndexByte("/.#?\\", s[0]) >= 0:
+		return "", false
+	default:
+		cand = "https://" + s
+	}
+	u, err := url.Parse(cand)
+	if err != nil {
+		return "cannot be parsed", true
+	}
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "" || kind == egressURL && !strings.ContainsAny(host, ".:") && host != "localhost" {
+		return "", false
+	}
+	return t.hostViolation(host)
+}
+
+// wwwExpr finds www. host names anywhere in a string, scheme or not.
+const wwwExpr = "(?i)\\bwww\\.[a-z0-9-]+(?:\\.[a-z0-9-]+)+(?::[0-9]+)?(?:[/?#][^\\s\"'<>`]*)?"
+
+// hasWWW is wwwRE's prefilter: "www." in any case.
+func hasWWW(s string) bool {
+	for from := 0; from < len(s); {
+		j := strings.IndexByte(s[from:], '.')
+		if j < 0 {
+			return false
+		}
+		j += from
+		if j >= 3 && strings.EqualFold(s[j-3:j], "www") {
+			return true
+		}
+		from = j + 1
+	}
+	return false
 }
 
 // urlViolation checks one URL candidate; the answer names the rule, never
@@ -386,6 +505,11 @@ func (t *Tools) urlViolation(cand string) (string, bool) {
 	if host == "" {
 		return "", false // no network destination (file:///...)
 	}
+	return t.hostViolation(host)
+}
+
+// hostViolation checks a lower-case host against the deny and allow lists.
+func (t *Tools) hostViolation(host string) (string, bool) {
 	for i, d := range t.denyDomains {
 		if d.match(host) {
 			return fmt.Sprintf("host matches egress.deny_domains[%d]", i), true
