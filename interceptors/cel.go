@@ -121,11 +121,18 @@ func (x *CEL) Intercept(ctx context.Context, c *points.Context) (points.Verdict,
 	for i, r := range x.rules {
 		val, _, err := r.prg.ContextEval(ctx, act)
 		if err != nil {
-			return points.Verdict{}, fmt.Errorf("interceptors: cel rules[%d]: %w", i, err)
+			if cerr := ctxErr(ctx); cerr != nil {
+				return points.Verdict{}, cerr
+			}
+			class := fmt.Sprintf("cel rules[%d].when: evaluation error", i)
+			if strings.Contains(err.Error(), "cost limit") {
+				class = fmt.Sprintf("cel rules[%d].when: cost limit exceeded", i)
+			}
+			return points.Verdict{}, &failure{class: class, cause: err}
 		}
 		b, ok := val.Value().(bool)
 		if !ok {
-			return points.Verdict{}, fmt.Errorf("interceptors: cel rules[%d]: result is %s, not bool", i, val.Type().TypeName())
+			return points.Verdict{}, &failure{class: fmt.Sprintf("cel rules[%d].when: result is %s, not bool", i, val.Type().TypeName())}
 		}
 		if b {
 			return r.verdict.verdict(), nil

@@ -12,7 +12,6 @@ package interceptors
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"regexp"
 	"regexp/syntax"
@@ -254,10 +253,31 @@ func firstNonEmpty(ss ...string) string {
 // ctxErr reports cancellation of the call, wrapped for the emitter.
 func ctxErr(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("interceptors: call cancelled: %w", err)
+		return &failure{class: "call cancelled", cause: err}
 	}
 	return nil
 }
+
+// failure is an interceptor error whose class says what failed without
+// payload (points.FailureClasser): the emitter makes it the message of the
+// interceptor_failed deny, which reaches records and the client. The cause
+// (a CEL error may name a key of the context) stays in Error, for logs.
+type failure struct {
+	class string
+	cause error
+}
+
+func (e *failure) Error() string {
+	if e.cause == nil {
+		return "interceptors: " + e.class
+	}
+	return "interceptors: " + e.class + ": " + e.cause.Error()
+}
+
+func (e *failure) Unwrap() error { return e.cause }
+
+// FailureClass implements points.FailureClasser.
+func (e *failure) FailureClass() string { return e.class }
 
 // sortedKeys returns m's keys in order, so that compiled config is
 // deterministic.

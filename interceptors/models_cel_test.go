@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -78,10 +79,10 @@ func TestCEL(t *testing.T) {
 }
 
 func TestCELRuntimeErrors(t *testing.T) {
-	tests := []struct{ name, cfg string }{
-		{"missing key", `{"rules":[{"when":"ctx.tool_call.name == \"x\"","verdict":{"decision":"deny"}}]}`},
-		{"non-bool dyn", `{"rules":[{"when":"ctx.sequence","verdict":{"decision":"deny"}}]}`},
-		{"cost limit", `{"rules":[{"when":"ctx.messages.all(m, ctx.messages.all(n, ctx.messages.all(o, true)))","verdict":{"decision":"deny"}}],"cost_limit":10}`},
+	tests := []struct{ name, cfg, class string }{
+		{"missing key", `{"rules":[{"when":"ctx.tool_call.name == \"x\"","verdict":{"decision":"deny"}}]}`, "cel rules[0].when: evaluation error"},
+		{"non-bool dyn", `{"rules":[{"when":"ctx.sequence","verdict":{"decision":"deny"}}]}`, "cel rules[0].when: result is int, not bool"},
+		{"cost limit", `{"rules":[{"when":"ctx.messages.all(m, ctx.messages.all(n, ctx.messages.all(o, true)))","verdict":{"decision":"deny"}}],"cost_limit":10}`, "cel rules[0].when: cost limit exceeded"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -91,13 +92,29 @@ func TestCELRuntimeErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "rules[0]") {
 				t.Fatalf("err = %v", err)
 			}
+			var fc points.FailureClasser
+			if !errors.As(err, &fc) || fc.FailureClass() != tt.class {
+				t.Fatalf("class of %v = %v, want %q", err, fc, tt.class)
+			}
+			// Through the emitter: the neutral class is the message, never
+			// a Go type name.
+			em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "cel", Interceptor: ic}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := em.EmitContext(context.Background(), c.Raw()).Record.Verdict
+			if v.Reason != points.ReasonInterceptorFailed || v.Message != tt.class {
+				t.Fatalf("verdict %q %q", v.Reason, v.Message)
+			}
 		})
 	}
 	ic := build(t, KindCEL, `{"rules":[{"when":"true","verdict":{"decision":"allow"}}]}`)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := ic.Intercept(ctx, inputCtx(t, `"x"`)); err == nil {
-		t.Fatal("cancelled call answered")
+	_, err := ic.Intercept(ctx, inputCtx(t, `"x"`))
+	var fc points.FailureClasser
+	if err == nil || !errors.Is(err, context.Canceled) || !errors.As(err, &fc) || fc.FailureClass() != "call cancelled" {
+		t.Fatalf("cancelled call: %v", err)
 	}
 }
 

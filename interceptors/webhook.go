@@ -165,10 +165,27 @@ func transportClass(err error) string {
 	return "unreachable"
 }
 
+// ownTimeout reports whether the webhook's own timeout (cctx) ended the
+// call, and not the caller's context.
+func ownTimeout(ctx, cctx context.Context) bool {
+	return ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded)
+}
+
+// webhookTimedOut is the failure of a call that ran past the binding's
+// own timeout: the spec's host_error:interceptor_timeout (§6.3), as when
+// the emitter's timer fires first. The emitter takes an error that wraps
+// context.DeadlineExceeded before its own deadline for the interceptor's
+// own failure (interceptor_failed), so the cause is not wrapped; the
+// *points.VerdictError names the reserved reason the host substitutes.
+func webhookTimedOut() error {
+	return &webhookError{class: "call timed out", cause: &points.VerdictError{Reason: points.ReasonInterceptorTimeout, Detail: "webhook timeout"}}
+}
+
 // Intercept POSTs the context and parses the answer. Transport errors,
-// timeouts, non-2xx statuses, oversize or non-JSON answers and a missing
-// verdict are errors (interceptor_failed); an answer that is JSON but not
-// a valid verdict is the *points.VerdictError (verdict_invalid).
+// non-2xx statuses, oversize or non-JSON answers and a missing verdict are
+// errors (interceptor_failed); the binding's own timeout is
+// interceptor_timeout; an answer that is JSON but not a valid verdict is
+// the *points.VerdictError (verdict_invalid).
 func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
 	if err := ctxErr(ctx); err != nil {
 		return points.Verdict{}, err
@@ -200,11 +217,17 @@ func (w *Webhook) Intercept(ctx context.Context, c *points.Context) (points.Verd
 	req.Header.Set("Accept", "application/json")
 	resp, err := w.client.Do(req)
 	if err != nil {
+		if ownTimeout(ctx, cctx) {
+			return points.Verdict{}, webhookTimedOut()
+		}
 		return points.Verdict{}, webhookFailed(transportClass(err), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookAnswer+1))
 	if err != nil {
+		if ownTimeout(ctx, cctx) {
+			return points.Verdict{}, webhookTimedOut()
+		}
 		return points.Verdict{}, webhookFailed("answer could not be read", err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

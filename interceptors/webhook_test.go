@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -120,7 +121,7 @@ func TestWebhook(t *testing.T) {
 		{"no verdict at verdict_path", `{"url":"` + srv.URL + `/opa-undefined","verdict_path":"result"}`, false, "webhook answer has no verdict at verdict_path"},
 		{"redirect not followed", `{"url":"` + srv.URL + `/redirect"}`, false, "webhook answered status 307"},
 		{"too big", `{"url":"` + srv.URL + `/big"}`, false, ""},
-		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, false, "webhook call timed out"},
+		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, true, "webhook call timed out"},
 		{"connection refused", `{"url":"http://127.0.0.1:1/"}`, false, "webhook unreachable"},
 		{"invalid verdict", `{"url":"` + srv.URL + `/invalid"}`, true, ""},
 		{"reserved reason", `{"url":"` + srv.URL + `/reserved"}`, true, ""},
@@ -154,17 +155,30 @@ func TestWebhook(t *testing.T) {
 	}
 
 	// Through the emitter: a transport failure is interceptor_failed, an
-	// invalid verdict is verdict_invalid.
-	for path, reason := range map[string]string{"/500": points.ReasonInterceptorFailed, "/invalid": points.ReasonVerdictInvalid} {
-		em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "w", Interceptor: mk(t, `{"url":"`+srv.URL+path+`"}`)}}})
+	// invalid verdict is verdict_invalid, the webhook's own timeout is
+	// interceptor_timeout like the emitter's, and messages are neutral.
+	for _, tt := range []struct{ cfg, reason, message string }{
+		{`{"url":"` + srv.URL + `/500"}`, string(points.ReasonInterceptorFailed), "webhook answered status 500"},
+		{`{"url":"` + srv.URL + `/invalid"}`, string(points.ReasonVerdictInvalid), ""},
+		{`{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, string(points.ReasonInterceptorTimeout), ""},
+		{`{"url":"http://127.0.0.1:1/"}`, string(points.ReasonInterceptorFailed), "webhook unreachable"},
+	} {
+		em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "w", Interceptor: mk(t, tt.cfg), Timeout: 5 * time.Second}}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res := em.EmitContext(context.Background(), c.Raw())
-		if res.Record.Verdict.Reason != reason {
-			t.Fatalf("%s: reason %q, want %q", path, res.Record.Verdict.Reason, reason)
+		if v := res.Record.Verdict; string(v.Reason) != tt.reason || v.Message != tt.message {
+			t.Fatalf("%s: verdict %q %q, want %q %q", tt.cfg, v.Reason, v.Message, tt.reason, tt.message)
 		}
-		<-got
+	drain:
+		for {
+			select {
+			case <-got:
+			case <-time.After(100 * time.Millisecond):
+				break drain
+			}
+		}
 	}
 }
 
