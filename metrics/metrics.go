@@ -17,11 +17,11 @@
 //
 // # Metrics
 //
-//	hooksproxy_decisions_total{point,decision,mode,liftable}      counter
+//	hooksproxy_decisions_total{point,decision,mode,liftable,reason} counter (reason "none" for allow)
 //	hooksproxy_denials_total{point,mode,reason,binding}           counter
 //	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed; starts at 0 for every reserved reason)
 //	hooksproxy_fold_truncated_total{point}                        counter
-//	hooksproxy_approvals_total{point,outcome}                     counter (outcome = resolved_by)
+//	hooksproxy_approvals_total{point,outcome,resolution}          counter (outcome = resolved_by; resolution approve|reject|unresolved|failed)
 //	hooksproxy_emission_duration_seconds{point}                   histogram
 //	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
 //	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
@@ -167,11 +167,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	gauge := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help})
 	}
-	m.decisions = counter("decisions_total", "Emissions by interception point, combined decision, mode and whether the deny was liftable.", "point", "decision", "mode", "liftable")
+	m.decisions = counter("decisions_total", "Emissions by interception point, combined decision, mode, whether the deny was liftable, and reason (none for an allow).", "point", "decision", "mode", "liftable", "reason")
 	m.denials = counter("denials_total", "Deny decisions by point, mode, reason and the deciding binding (none when host-synthesized).", "point", "mode", "reason", "binding")
 	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies by point and reserved reason.", "point", "reason")
 	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
-	m.approvals = counter("approvals_total", "Approval seam consultations by point and outcome (resolved_by: approval or rejection).", "point", "outcome")
+	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (resolved_by: approval or rejection) and resolution (approve, reject, unresolved or failed).", "point", "outcome", "resolution")
 	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
 	m.interceptorDuration = histogram("interceptor_duration_seconds", "Time one interceptor took, by binding and point.", decisionBuckets(), "binding", "point")
 	m.interceptorVerdicts = counter("interceptor_verdicts_total", "Verdicts by binding, point and decision (after host substitution).", "binding", "point", "decision")
@@ -221,16 +221,23 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	if m == nil || r == nil {
 		return
 	}
-	es, ok := m.emissions.get(emissionKey{r.InterceptionPoint, r.Mode, r.Verdict.Decision, r.Liftable()}, m.resolveEmission)
+	// An allow is counted under reason "none" whatever it carries, so
+	// permits do not multiply the series; a deny's or a transform's reason
+	// is capped as everywhere (reasonLabel).
+	reason := None
+	if r.Verdict.Decision != points.DecisionAllow {
+		reason = m.reasonLabel(r.Verdict.Reason)
+	}
+	es, ok := m.emissions.get(emissionKey{r.InterceptionPoint, r.Mode, r.Verdict.Decision, r.Liftable(), reason}, m.resolveEmission)
 	point := pointLabel(r.InterceptionPoint)
 	if ok {
 		point = es.point
 		es.decisions.Inc()
 	}
 	if r.Verdict.Decision == points.DecisionDeny {
-		inc(m.denials, point, modeLabel(r.Mode), m.reasonLabel(r.Verdict.Reason), m.decidingBinding(r))
+		inc(m.denials, point, modeLabel(r.Mode), reason, m.decidingBinding(r))
 		if points.IsHostError(r.Verdict.Reason) {
-			inc(m.hostErrors, point, m.reasonLabel(r.Verdict.Reason))
+			inc(m.hostErrors, point, reason)
 		}
 	}
 	if r.FoldTruncated != nil && *r.FoldTruncated {
@@ -238,10 +245,10 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	}
 	switch r.ResolvedBy {
 	case "approval", "rejection":
-		inc(m.approvals, point, r.ResolvedBy)
+		inc(m.approvals, point, r.ResolvedBy, resolutionLabel(r))
 	case "":
 	default:
-		inc(m.approvals, point, Other)
+		inc(m.approvals, point, Other, Other)
 	}
 	if ok {
 		es.duration.Observe(elapsed.Seconds())
@@ -383,6 +390,33 @@ func (m *Metrics) decidingBinding(r *points.Record) string {
 		}
 	}
 	return Unknown
+}
+
+// resolutionLabel tells what became of a consultation, which resolved_by
+// alone does not: "approve" (a permit came of it), "reject" (a resolver or
+// a person refused: the deny stands with a policy reason), "unresolved"
+// (nobody decided: host_error:approval_unresolved) or "failed" (the
+// resolver failed, timed out, broke the echo rule or answered an invalid
+// or inapplicable verdict: any other host_error:*).
+func resolutionLabel(r *points.Record) string {
+	reason := r.Verdict.Reason
+	host := points.IsHostError(reason)
+	switch r.ResolvedBy {
+	case "approval":
+		if r.Verdict.Decision == points.DecisionDeny && host {
+			return "failed"
+		}
+		return "approve"
+	case "rejection":
+		switch {
+		case reason == string(points.ReasonApprovalUnresolved):
+			return "unresolved"
+		case host:
+			return "failed"
+		}
+		return "reject"
+	}
+	return Other
 }
 
 func (m *Metrics) reasonLabel(r string) string {

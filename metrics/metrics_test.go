@@ -242,6 +242,56 @@ func TestReasonCardinalityCapped(t *testing.T) {
 	if v := testutil.ToFloat64(m.denials.WithLabelValues("output", "enforce", Other, None)); v != 7 {
 		t.Fatalf("other = %v, want 7", v)
 	}
+	// decisions_total shares the cap: the same reasons, the same "other".
+	if n, _ := testutil.GatherAndCount(reg, "hooksproxy_decisions_total"); n != 5 {
+		t.Fatalf("%d decision series, want 5", n)
+	}
+	if v := testutil.ToFloat64(m.decisions.WithLabelValues("output", "deny", "enforce", "false", Other)); v != 7 {
+		t.Fatalf("decisions other = %v, want 7", v)
+	}
+	// An allow is counted under reason none, whatever it carries; a
+	// transform under its reason.
+	m.Emission(&points.Record{InterceptionPoint: points.Output, Mode: points.Enforce,
+		Verdict: points.RecordVerdict{Decision: points.DecisionAllow, Reason: "policy_a"}}, time.Millisecond)
+	m.Emission(&points.Record{InterceptionPoint: points.Output, Mode: points.Enforce,
+		Verdict: points.RecordVerdict{Decision: points.DecisionTransform, Reason: "policy_b"}}, time.Millisecond)
+	if v := testutil.ToFloat64(m.decisions.WithLabelValues("output", "allow", "enforce", "false", None)); v != 1 {
+		t.Fatalf("allow none = %v", v)
+	}
+	if v := testutil.ToFloat64(m.decisions.WithLabelValues("output", "transform", "enforce", "false", "policy_b")); v != 1 {
+		t.Fatalf("transform policy_b = %v", v)
+	}
+}
+
+// TestApprovalResolution: the resolution label tells a person's reject
+// from a timeout or a failed resolver; outcome stays resolved_by.
+func TestApprovalResolution(t *testing.T) {
+	tests := []struct {
+		resolvedBy string
+		decision   points.Decision
+		reason     string
+		want       string
+	}{
+		{"approval", points.DecisionAllow, "", "approve"},
+		{"approval", points.DecisionTransform, "redacted", "approve"},
+		{"approval", points.DecisionDeny, points.ReasonTransformInvalid, "failed"},
+		{"rejection", points.DecisionDeny, "needs_approval", "reject"},
+		{"rejection", points.DecisionDeny, "approver_said_no", "reject"},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalUnresolved, "unresolved"},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalResolverFailed, "failed"},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalIdentityMismatch, "failed"},
+		{"rejection", points.DecisionDeny, points.ReasonVerdictInvalid, "failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.resolvedBy+" "+tt.reason, func(t *testing.T) {
+			m, _ := newMetrics(t)
+			m.Emission(&points.Record{InterceptionPoint: points.PreToolCall, Mode: points.Enforce, ResolvedBy: tt.resolvedBy,
+				Verdict: points.RecordVerdict{Decision: tt.decision, Reason: tt.reason}}, time.Millisecond)
+			if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", tt.resolvedBy, tt.want)); v != 1 {
+				t.Fatalf("approvals{outcome=%s,resolution=%s} = %v", tt.resolvedBy, tt.want, v)
+			}
+		})
+	}
 }
 
 // TestUpstreamStatusOutOfRangeIsError checks that every status outside

@@ -80,6 +80,7 @@ type emissionKey struct {
 	mode     points.Mode
 	decision points.Decision
 	liftable bool
+	reason   string // the label (reasonLabel): owned, never a view of a request
 }
 
 // emissionSeries holds the decisions counter for one key and the point's
@@ -92,7 +93,7 @@ type emissionSeries struct {
 
 func (m *Metrics) resolveEmission(k emissionKey) (*emissionSeries, bool) {
 	s := &emissionSeries{point: pointLabel(k.point)}
-	c, err := m.decisions.GetMetricWithLabelValues(s.point, decisionLabel(k.decision), modeLabel(k.mode), strconv.FormatBool(k.liftable))
+	c, err := m.decisions.GetMetricWithLabelValues(s.point, decisionLabel(k.decision), modeLabel(k.mode), strconv.FormatBool(k.liftable), k.reason)
 	if err != nil {
 		return nil, false
 	}
