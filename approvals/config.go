@@ -115,7 +115,7 @@ func durationOf(path string, r gjson.Result) (time.Duration, error) {
 // ParseConsoleConfig decodes a hooksproxy.console config strictly:
 //
 //	max_pending: 1000   # queue bound; default DefaultMaxPending
-//	timeout: 10m        # optional cap on one wait (expiry: unresolved)
+//	timeout: 10m        # optional cap on one wait (expiry: approval_resolver_failed)
 //
 // The wait is always bounded by the declaration's
 // timeouts.approval_resolver_ms as well (the emitter's resolver timeout),

@@ -17,10 +17,10 @@
 //	  approvers: {kind: hooksproxy.console, config: {timeout: 10m, max_pending: 1000}}
 //
 // Each consultation queues a pending approval and waits for a person. The
-// wait ends at the first of: a decision; the config's timeout (answers
-// outcome unresolved, host_error:approval_unresolved); the emitter's
-// approval_resolver_ms (host_error:approval_resolver_failed; the default is
-// 5 s, so raise it for a person to have time); the client going away. An
+// wait ends at the first of: a decision; the config's timeout or the
+// emitter's approval_resolver_ms (both a resolver timeout, §9:
+// host_error:approval_resolver_failed; the bound defaults to 5 s, so raise
+// it for a person to have time); the client going away. An
 // approval that stops waiting leaves the queue at once. A full queue fails
 // the consultation immediately.
 //

@@ -46,6 +46,9 @@ type Config struct {
 	Resolvers         map[string]Component
 	Redactors         map[string]Component
 	IdentityProviders map[string]Component
+	// Warnings are what the file asks for that works, but not as written
+	// (validate prints them and exits 0; serve logs them).
+	Warnings []Problem
 
 	// lines maps the config path of every key and list item the file
 	// holds (hooks and kind configs included) to its line.
@@ -470,14 +473,15 @@ type BoundedResolver interface {
 	ResolverTimeout() time.Duration
 }
 
-// checkApprovalBound refuses a declared resolver, defined in this file,
+// checkApprovalBound warns of a declared resolver, defined in this file,
 // whose own timeout is longer than the declaration's approval bound,
 // timeouts.approval_resolver_ms. That bound caps every consultation (§9)
 // and, when the document does not write it, the schema makes it
 // interceptor_ms (5000 ms by default): the host may not pick another. So a
-// console with timeout: 10m would silently become a 5 s window; the config
-// is refused instead, at load (validate, serve and reload alike), naming
-// the value to write.
+// console with timeout: 10m is a 5 s window. It is a warning, not a
+// refusal: the config works (approvals decided within the bound lift
+// their denies, later ones fail closed), and a file written from the
+// product's own example must start; the warning names the value to write.
 func (p *parser) checkApprovalBound(cfg *Config, ov Registry, lines map[string]int) {
 	if cfg == nil || cfg.Hooks == nil {
 		return
@@ -501,12 +505,15 @@ func (p *parser) checkApprovalBound(cfg *Config, ov Registry, lines map[string]i
 		line = lines["resolvers."+ref]
 	}
 	ms := (timeout + time.Millisecond - 1) / time.Millisecond
+	warn := func(format string, args ...any) {
+		cfg.Warnings = append(cfg.Warnings, Problem{Path: path, Line: line, Msg: "warning: " + fmt.Sprintf(format, args...)})
+	}
 	if cfg.Hooks.ApprovalResolverTimeoutStated() {
-		p.add(line, path, "timeout %s exceeds hooks.configuration.timeouts.approval_resolver_ms (%d ms), the bound on every approval wait: approvals would fail with host_error:approval_resolver_failed after %s; set approval_resolver_ms to at least %d (or null for no bound)",
+		warn("timeout %s exceeds hooks.configuration.timeouts.approval_resolver_ms (%d ms), the bound on every approval wait: approvals not decided within %s fail closed with host_error:approval_resolver_failed; set approval_resolver_ms to at least %d (or null for no bound)",
 			timeout, bound.Milliseconds(), bound, ms)
 		return
 	}
-	p.add(line, path, "timeout %s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (%d ms), and approvals would fail with host_error:approval_resolver_failed after %s; set hooks.configuration.timeouts.approval_resolver_ms: %d (or more, or null for no bound)",
+	warn("timeout %s exceeds the approval bound: hooks.configuration.timeouts.approval_resolver_ms is not set, so the spec makes it interceptor_ms (%d ms), and approvals not decided within %s fail closed with host_error:approval_resolver_failed; set hooks.configuration.timeouts.approval_resolver_ms: %d (or more, or null for no bound)",
 		timeout, bound.Milliseconds(), bound, ms)
 }
 

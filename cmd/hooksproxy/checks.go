@@ -36,19 +36,20 @@ const (
 // approvalWarnings finds approvals that a loaded config cannot deliver as
 // written but that are not errors: the declared resolver is the console
 // while the admin token is unset, so no one can ever decide what it queues.
-// validate prints them (exit 0); serve logs them. (A resolver timeout above
-// approval_resolver_ms is refused when the config loads: see
-// config.BoundedResolver.)
+// validate prints them (exit 0); serve logs them. The config's own
+// warnings (a resolver timeout above approval_resolver_ms: see
+// config.BoundedResolver) come first.
 func approvalWarnings(cfg *config.Config, getenv func(string) string) []config.Problem {
+	warns := append([]config.Problem(nil), cfg.Warnings...)
 	ref := cfg.Hooks.ApprovalResolverRef()
 	comp, ok := cfg.Resolvers[ref]
 	if ref == "" || !ok || comp.Kind != kindConsole || getenv(cfg.Admin.TokenEnv) != "" {
-		return nil
+		return warns
 	}
 	at := "resolvers." + ref
-	return []config.Problem{{Path: at, Line: cfg.Line(at), Msg: fmt.Sprintf(
+	return append(warns, config.Problem{Path: at, Line: cfg.Line(at), Msg: fmt.Sprintf(
 		"warning: the console resolver can never be decided: %s (admin.token_env) is unset, so the approval API and page refuse every request and each approval waits until it times out",
-		cfg.Admin.TokenEnv)}}
+		cfg.Admin.TokenEnv)})
 }
 
 // webhookTimeout is the timeout a hooksproxy.webhook resolver config sets,
