@@ -7,6 +7,7 @@ import (
 
 	"github.com/hooksproxy/hooksproxy/app"
 	"github.com/hooksproxy/hooksproxy/config"
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // envExtra hands the registry the environment serve reads secrets from,
@@ -41,6 +42,12 @@ const (
 // config.BoundedResolver) come first.
 func approvalWarnings(cfg *config.Config, getenv func(string) string) []config.Problem {
 	warns := append([]config.Problem(nil), cfg.Warnings...)
+	if len(cfg.Hooks.Bindings()) == 0 && cfg.Hooks.Mode() == points.Enforce {
+		// The spec requires the document to load; it also makes every
+		// point deny, which is rarely what the author meant.
+		warns = append(warns, config.Problem{Path: "hooks.bindings", Line: cfg.Line("hooks.bindings"),
+			Msg: "warning: no bindings in enforce mode: every request is denied with host_error:no_interceptor (add a hooksproxy.allow_all binding for an explicit passthrough)"})
+	}
 	ref := cfg.Hooks.ApprovalResolverRef()
 	comp, ok := cfg.Resolvers[ref]
 	if ref == "" || !ok || comp.Kind != kindConsole || getenv(cfg.Admin.TokenEnv) != "" {

@@ -74,6 +74,8 @@ func TestValidate(t *testing.T) {
 		want   []string // lines of stderr, each a substring match in order
 	}{
 		{"ok", baseConfig, nil, 0, nil},
+		{"no bindings", strings.Replace(baseConfig, "  bindings:\n    - {id: allow, kind: hooksproxy.allow_all}\n", "  bindings: []\n", 1), nil, 0,
+			[]string{"hp.yaml:7: hooks.bindings: warning: no bindings in enforce mode: every request is denied with host_error:no_interceptor"}},
 		{"unset upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: NOPE_NOT_SET_KEY\n", 1), nil, 1,
 			[]string{"hp.yaml:3: upstream.api_key_env: env var NOPE_NOT_SET_KEY is unset or empty", "1 problem(s)"}},
 		{"set upstream key env", strings.Replace(baseConfig, "  base_url: http://127.0.0.1:1\n", "  base_url: http://127.0.0.1:1\n  api_key_env: HP_TEST_KEY\n", 1), map[string]string{"HP_TEST_KEY": "sk-1"}, 0, nil},
