@@ -172,13 +172,12 @@ func ownTimeout(ctx, cctx context.Context) bool {
 }
 
 // webhookTimedOut is the failure of a call that ran past the binding's
-// own timeout: the spec's host_error:interceptor_timeout (§6.3), as when
-// the emitter's timer fires first. The emitter takes an error that wraps
-// context.DeadlineExceeded before its own deadline for the interceptor's
-// own failure (interceptor_failed), so the cause is not wrapped; the
-// *points.VerdictError names the reserved reason the host substitutes.
+// own timeout. It wraps context.DeadlineExceeded, which the emitter maps
+// to the spec's host_error:interceptor_timeout (§6.3), as when its own
+// timer fires first; a transport error may not say so itself (a body read
+// cut short).
 func webhookTimedOut() error {
-	return &webhookError{class: "call timed out", cause: &points.VerdictError{Reason: points.ReasonInterceptorTimeout, Detail: "webhook timeout"}}
+	return &webhookError{class: "call timed out", cause: context.DeadlineExceeded}
 }
 
 // Intercept POSTs the context and parses the answer. Transport errors,

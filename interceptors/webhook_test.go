@@ -121,7 +121,7 @@ func TestWebhook(t *testing.T) {
 		{"no verdict at verdict_path", `{"url":"` + srv.URL + `/opa-undefined","verdict_path":"result"}`, false, "webhook answer has no verdict at verdict_path"},
 		{"redirect not followed", `{"url":"` + srv.URL + `/redirect"}`, false, "webhook answered status 307"},
 		{"too big", `{"url":"` + srv.URL + `/big"}`, false, ""},
-		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, true, "webhook call timed out"},
+		{"timeout", `{"url":"` + srv.URL + `/slow","timeout":"50ms"}`, false, "webhook call timed out"},
 		{"connection refused", `{"url":"http://127.0.0.1:1/"}`, false, "webhook unreachable"},
 		{"invalid verdict", `{"url":"` + srv.URL + `/invalid"}`, true, ""},
 		{"reserved reason", `{"url":"` + srv.URL + `/reserved"}`, true, ""},
@@ -138,6 +138,9 @@ func TestWebhook(t *testing.T) {
 			}
 			if !f.verdictInvalid && !errors.Is(err, ErrWebhook) {
 				t.Fatalf("err %v does not wrap ErrWebhook", err)
+			}
+			if timeout := f.name == "timeout"; errors.Is(err, context.DeadlineExceeded) != timeout {
+				t.Fatalf("err %v: wraps DeadlineExceeded = %v, want %v", err, !timeout, timeout)
 			}
 			var fc points.FailureClasser
 			if f.class != "" && (!errors.As(err, &fc) || fc.FailureClass() != f.class || strings.Contains(fc.FailureClass(), srv.URL)) {
