@@ -146,9 +146,18 @@ func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		slices.Reverse(recs)
 		if session != "" {
 			// Write order can differ from sequence order under concurrency.
-			slices.SortStableFunc(recs, func(a, b json.RawMessage) int {
-				return cmp.Compare(gjson.GetBytes(a, "sequence").Int(), gjson.GetBytes(b, "sequence").Int())
-			})
+			type bySeq struct {
+				seq int64
+				rec json.RawMessage
+			}
+			keyed := make([]bySeq, len(recs))
+			for i, rec := range recs {
+				keyed[i] = bySeq{gjson.GetBytes(rec, "sequence").Int(), rec}
+			}
+			slices.SortStableFunc(keyed, func(a, b bySeq) int { return cmp.Compare(a.seq, b.seq) })
+			for i := range keyed {
+				recs[i] = keyed[i].rec
+			}
 		}
 	}
 	b := make([]byte, 0, 64+len(recs)*512)

@@ -89,7 +89,7 @@ func (rn *run) end(reason string, force bool) {
 	if !rn.sess.headerless && !force {
 		return
 	}
-	if rn.s.sessions.endRun(rn.sess, reason) {
+	if rn.s.sessions.end(rn.sess, reason) {
 		rn.s.shutdown(rn.r.Context(), rn.em, rn.sess, reason)
 	}
 }
@@ -133,15 +133,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	for _, h := range []struct{ name, what string }{{s.opts.SessionHeader, "session id"}, {"X-Agent-Hooks-Agent", "agent id"}} {
-		if h.what == "agent id" && !s.opts.AllowAgentHeader {
-			continue
+	if v := r.Header.Get(s.opts.SessionHeader); v != "" { // empty: no session named
+		if msg := checkIdent("session id", v); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
+			return
 		}
-		if v := r.Header.Get(h.name); v != "" {
-			if msg := checkIdent(h.what+" ("+h.name+")", v); msg != "" {
-				writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
-				return
-			}
+	}
+	if vs := r.Header.Values("X-Agent-Hooks-Agent"); s.opts.AllowAgentHeader && len(vs) > 0 {
+		if msg := checkIdent("agent id", vs[0]); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
+			return
 		}
 	}
 	sess, created := s.resolveSession(r, body)
@@ -181,7 +182,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		close(sess.startDone)
 		if !res.Proceed {
 			writeBlocked(w, res)
-			if s.sessions.end(sess) {
+			if s.sessions.end(sess, "error") {
 				s.shutdown(ctx, em, sess, "error")
 			}
 			return
@@ -314,6 +315,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			if c, ok := addUsage(completion, spentPrompt, spentCompletion); ok {
 				completion, modified = c, true
 			}
+		}
+		if !final {
+			s.sessions.noteReleased(sess, completion)
 		}
 		rn.release(t, body, completion, modified, final)
 		return
@@ -604,9 +608,11 @@ func drainAfterDone(body io.Reader, cancel context.CancelFunc) {
 // when nothing changed, otherwise events re-derived from the verdicted
 // completion (rendered first, so a failure is known before any byte).
 //
-// A final answer ends a header-less run: its agent_shutdown is emitted once
-// the answer can no longer fail and before any byte of it is written, so
-// the run's records are complete by the time the client has the answer.
+// A final answer ends a header-less run: its agent_shutdown is emitted right
+// after the answer is written and before the answer ends (a JSON body's
+// last chunk, a stream's data: [DONE], wait for it), so a client that has
+// the whole answer finds the run's records complete; a slow shutdown
+// policy delays that end.
 func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 	w := rn.w
 	var rendered []byte
@@ -627,38 +633,50 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 		}
 	}
 	copyHeaders(w.Header(), t.resp.Header)
+	// A stream that ends a header-less run keeps its data: [DONE] until
+	// agent_shutdown is emitted: SSE clients take [DONE] as the end.
+	holdDone := final && rn.sess.headerless
+	var held bool
 	if t.held != nil {
 		keepMediaType(w.Header(), "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
 		if modified {
-			err = writeWhole(w, t.resp.StatusCode, rendered, true)
+			held, err = writeWhole(w, t.resp.StatusCode, rendered, true, holdDone)
 		} else {
-			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage)
+			held, err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage, holdDone)
 		}
 	} else {
 		keepMediaType(w.Header(), "application/json")
-		err = writeWhole(w, t.resp.StatusCode, completion, false)
+		_, err = writeWhole(w, t.resp.StatusCode, completion, false, false)
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
 	if final {
-		// Right after the final answer is released (its last chunk still
-		// waits for the handler, so a client that has it whole finds its
-		// run's records complete).
 		rn.end("completed", false)
+	}
+	if held && err == nil {
+		if _, err := io.WriteString(w, doneEvent); err != nil {
+			rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
+		}
 	}
 }
 
-// keepMediaType keeps the upstream's Content-Type (its parameters, such
-// as a charset) when it names media type mt, and sets mt otherwise.
+// doneEvent is the last event of a chat completion stream as the proxy
+// writes it (replayed and re-derived streams alike use LF framing).
+const doneEvent = "data: [DONE]\n\n"
+
+// keepMediaType keeps the upstream's Content-Type when it is media type mt
+// as the points judged it: bare, or with charset=utf-8 alone (another
+// charset would have a client decode the judged bytes into other text).
+// Anything else is set to mt.
 func keepMediaType(h http.Header, mt string) {
 	ct := h.Get("Content-Type")
 	if ct == mt {
 		return
 	}
-	if got, _, err := mime.ParseMediaType(ct); err == nil && got == mt {
+	if got, params, err := mime.ParseMediaType(ct); err == nil && got == mt && len(params) == 1 && strings.EqualFold(params["charset"], "utf-8") {
 		return
 	}
 	h.Set("Content-Type", mt)
@@ -670,15 +688,21 @@ func keepMediaType(h http.Header, mt string) {
 // on the way out), so a client that has the whole answer also finds the
 // records of its run complete. A stream is flushed at once; its last
 // chunk still waits for the handler.
-func writeWhole(w http.ResponseWriter, status int, body []byte, flush bool) error {
+//
+// With holdDone, a body that ends with data: [DONE] is written without it
+// (held reports so), for the caller to write once it may end.
+func writeWhole(w http.ResponseWriter, status int, body []byte, flush, holdDone bool) (held bool, err error) {
+	if holdDone && bytes.HasSuffix(body, []byte(doneEvent)) {
+		body, held = body[:len(body)-len(doneEvent)], true
+	}
 	w.WriteHeader(status)
 	if _, err := w.Write(body); err != nil {
-		return err
+		return held, err
 	}
 	if !flush {
-		return nil
+		return held, nil
 	}
-	return http.NewResponseController(w).Flush()
+	return held, http.NewResponseController(w).Flush()
 }
 
 // failClosed answers a host-side failure after a permitted verdict (a

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -57,8 +58,8 @@ func checkIdent(what, v string) string {
 		return what + " must be UTF-8"
 	}
 	for _, r := range v {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return what + " must not hold control characters"
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r) {
+			return what + " must not hold control or format characters"
 		}
 	}
 	return ""
@@ -103,16 +104,29 @@ func hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string)
 }
 
 // hostSession finds the session named sid, starting it (agent_startup) if
-// it is new.
-func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, *points.Emitter, bool) {
+// it is new; with onlyOpen it never starts one, and answers 409 for a
+// session that is not open.
+func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bool) (*session, *points.Emitter, bool) {
 	em := s.Emitter()
 	if em == nil {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return nil, nil, false
 	}
 	sid := pathParam(r, "sid")
-	sess, created := s.sessions.get(sid, false, s.opts.Now())
-	if sess == nil {
+	var sess *session
+	var created bool
+	if onlyOpen {
+		var ending bool
+		if sess, ending = s.sessions.existing(sid, s.opts.Now()); sess == nil {
+			if ending {
+				writeSessionEnding(w)
+			} else {
+				// No session, so no permitted pre: refused without starting one.
+				writeError(w, http.StatusConflict, "invalid_request_error", "post_tool_call needs a permitted pre_tool_call for this id first", "tool_call_state")
+			}
+			return nil, nil, false
+		}
+	} else if sess, created = s.sessions.get(sid, false, s.opts.Now()); sess == nil {
 		writeSessionEnding(w)
 		return nil, nil, false
 	}
@@ -128,11 +142,11 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, 
 		sess.mu.Unlock()
 		close(sess.startDone)
 		if !res.Proceed {
-			s.sessions.release(sess, s.opts.Now())
 			writeBlocked(w, res)
-			if s.sessions.end(sess) {
+			if s.sessions.end(sess, "error") {
 				s.shutdown(r.Context(), em, sess, "error")
 			}
+			s.sessions.release(sess, s.opts.Now())
 			return nil, nil, false
 		}
 	}
@@ -153,7 +167,7 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request) (*session, 
 func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, em *points.Emitter, sess *session, res *points.Result, control json.RawMessage) {
 	if res != nil && s.terminates(*res) {
 		writeBlocked(w, *res)
-		if s.sessions.end(sess) {
+		if s.sessions.end(sess, "error") {
 			s.shutdown(r.Context(), em, sess, "error")
 		}
 		return
@@ -189,7 +203,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "'args' must be an object", "invalid_request")
 		return
 	}
-	sess, em, ok := s.hostSession(w, r)
+	sess, em, ok := s.hostSession(w, r, false)
 	if !ok {
 		return
 	}
@@ -230,12 +244,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a string", "invalid_request")
 		return
 	}
-	if !s.sessions.open(pathParam(r, "sid")) {
-		// No session, so no permitted pre: refused without starting one.
-		writeError(w, http.StatusConflict, "invalid_request_error", "post_tool_call needs a permitted pre_tool_call for this id first", "tool_call_state")
-		return
-	}
-	sess, em, ok := s.hostSession(w, r)
+	sess, em, ok := s.hostSession(w, r, true)
 	if !ok {
 		return
 	}
@@ -303,12 +312,16 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 	s.sessions.mu.Lock()
 	sess := s.sessions.byID[sid]
 	s.sessions.mu.Unlock()
-	if sess == nil {
-		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
-		return
+	var open, deferred bool
+	if sess != nil {
+		open, deferred = s.sessions.endLater(sess, reason)
 	}
-	open, deferred := s.sessions.endLater(sess, reason)
 	if !open {
+		if s.sessions.isEnding(sid) {
+			// Already ending: the end asked for is under way.
+			writeJSON(w, http.StatusAccepted, map[string]any{"ended": true, "pending": true})
+			return
+		}
 		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
 		return
 	}
@@ -317,7 +330,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]any{"ended": true, "pending": true})
 		return
 	}
-	res := em.Emit(r.Context(), sess.ps, points.ShutdownEvent(reason))
+	res, _ := s.shutdown(r.Context(), em, sess, reason)
 	writeJSON(w, http.StatusOK, map[string]any{"ended": true, "decision": res.Verdict.Decision})
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -131,10 +132,26 @@ func TestHeaderlessRunEndsAfterConcurrentFollowUps(t *testing.T) {
 	r, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runC"}]}`)
 	sid := r.Header.Get("X-Agent-Hooks-Session")
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var sids []string
 	for range 3 {
-		wg.Go(func() { post(t, p.URL, followUpFor("runC")) })
+		wg.Go(func() {
+			r, _ := post(t, p.URL, followUpFor("runC"))
+			mu.Lock()
+			sids = append(sids, r.Header.Get("X-Agent-Hooks-Session"))
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
+	joined := 0
+	for _, x := range sids {
+		if x == sid {
+			joined++
+		}
+	}
+	if joined < 2 {
+		t.Fatalf("only %d of 3 concurrent follow-ups joined the run (%v): the deferred end went untested", joined, sids)
+	}
 	var pts []string
 	for _, rec := range p.sink.Records() {
 		if rec.SessionID == sid {
@@ -221,5 +238,109 @@ func TestIdentifiersChecked(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 400 {
 		t.Fatalf("/end with a numeric reason: %d", resp.StatusCode)
+	}
+}
+
+// Without the transparent seam, runs that reuse call ids are still told
+// apart, by the calls their answers released.
+func TestHeaderlessRunsWithReusedCallIDsSeamOff(t *testing.T) {
+	up := fixedIDUpstream(t, 0)
+	p := newProxy(t, up.URL, allowAll())
+	ra, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runA"}]}`)
+	rb, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"runB"}]}`)
+	a, b := ra.Header.Get("X-Agent-Hooks-Session"), rb.Header.Get("X-Agent-Hooks-Session")
+	// A is answered first, while B (the later run) is open too.
+	for _, tc := range []struct{ tag, want string }{{"runA", a}, {"runB", b}} {
+		r, body := post(t, p.URL, followUpFor(tc.tag))
+		if r.StatusCode != 200 || r.Header.Get("X-Agent-Hooks-Session") != tc.want {
+			t.Fatalf("%s follow-up in %q, want %q (%s)", tc.tag, r.Header.Get("X-Agent-Hooks-Session"), tc.want, body)
+		}
+	}
+}
+
+// slowShutdownProxy is a proxy whose agent_shutdown binding takes d.
+func slowShutdownProxy(t *testing.T, up string, d time.Duration) *testProxy {
+	return newProxy(t, up, at(points.AgentShutdown, "slow", func(*points.Context) (points.Verdict, error) {
+		time.Sleep(d)
+		return points.Allow(), nil
+	}), allowAll())
+}
+
+// While an immediate /end's agent_shutdown is being decided, the id names
+// no new session: a request for it answers 409.
+func TestRequestDuringImmediateEndRefused(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	p := slowShutdownProxy(t, up.URL, 300*time.Millisecond)
+	post(t, p.URL, hello, "X-Agent-Hooks-Session", "s-now")
+	done := make(chan int)
+	go func() {
+		resp, err := http.Post(p.URL+"/agent-hooks/v1/sessions/s-now/end", "application/json", nil)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	waitFor(t, "the end to begin", func() bool { return p.srv.Sessions() == 0 })
+	if r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "s-now"); r.StatusCode != http.StatusConflict {
+		t.Fatalf("during the end: %d %s", r.StatusCode, b)
+	}
+	resp, _ := http.Post(p.URL+"/agent-hooks/v1/sessions/s-now/tool-calls/c1/post", "application/json", strings.NewReader(`{"name":"x","result":1}`))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict || gjson.GetBytes(b, "error.code").Str != "session_ending" {
+		t.Fatalf("host post during the end: %d %s", resp.StatusCode, b)
+	}
+	resp, _ = http.Post(p.URL+"/agent-hooks/v1/sessions/s-now/end", "application/json", nil)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("second /end during the end: %d", resp.StatusCode)
+	}
+	if code := <-done; code != 200 {
+		t.Fatalf("/end: %d", code)
+	}
+	if count(p.sink, points.AgentStartup) != 1 || count(p.sink, points.AgentShutdown) != 1 {
+		t.Fatalf("points %v", points_(p.sink))
+	}
+}
+
+// A header-less stream's data: [DONE] waits for its run's agent_shutdown:
+// a client that has the whole answer finds the run's records complete.
+func TestHeaderlessStreamEndsAfterShutdown(t *testing.T) {
+	up, _ := upstream(t, textStream, true, 64)
+	p := slowShutdownProxy(t, up.URL, 100*time.Millisecond)
+	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(helloStream))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	// Read as an SSE client does: the answer is over at data: [DONE].
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if sc.Text() == "data: [DONE]" {
+			if count(p.sink, points.AgentShutdown) != 1 {
+				t.Fatalf("[DONE] arrived before its run's agent_shutdown: %v", points_(p.sink))
+			}
+			return
+		}
+	}
+	t.Fatal("no data: [DONE]")
+}
+
+// A run ended while another request of it is in flight is not linked
+// again by that request: the table keeps no ended session.
+func TestEndedSessionNotRelinked(t *testing.T) {
+	ss := newSessions(points.Agent{ID: "a", Framework: "f"}, 10, time.Minute, func(*session, string) {})
+	s, _ := ss.getAs("run_x", "", true, time.Now())
+	ss.getAs("run_x", "", true, time.Now()) // a second request in flight
+	if ss.end(s, "completed") {
+		t.Fatal("ended at once with another request in flight")
+	}
+	ss.link(s, []string{"call_late"}, 1)
+	if len(ss.byCall) != 0 {
+		t.Fatalf("byCall holds %v", ss.byCall)
 	}
 }

@@ -217,8 +217,8 @@ func (s *Server) Close() {
 		s.stop()
 	}
 	s.wg.Wait()
-	for _, sess := range s.sessions.drain() {
-		s.shutdown(context.Background(), s.Emitter(), sess, "cancelled")
+	for sess, reason := range s.sessions.drain() {
+		s.shutdown(context.Background(), s.Emitter(), sess, reason)
 	}
 }
 
@@ -229,16 +229,19 @@ func (s *Server) evicted(sess *session, reason string) {
 	s.shutdown(context.Background(), s.Emitter(), sess, reason)
 }
 
-// shutdown emits agent_shutdown once for a session that had started.
-func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session, reason string) {
+// shutdown emits agent_shutdown once for a session that had started (ok
+// reports whether it did), and then frees the session's id.
+func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session, reason string) (res points.Result, ok bool) {
+	defer s.sessions.finish(sess)
 	sess.mu.Lock()
 	started := sess.started || sess.blocked
 	sess.mu.Unlock()
 	if !started || em == nil {
-		return
+		return points.Result{}, false
 	}
-	res := em.Emit(context.WithoutCancel(ctx), sess.ps, points.ShutdownEvent(reason))
+	res = em.Emit(context.WithoutCancel(ctx), sess.ps, points.ShutdownEvent(reason))
 	s.log.Info("session ended", "session", sess.ps.ID(), "reason", reason, "decision", res.Verdict.Decision)
+	return res, true
 }
 
 func (s *Server) routes() chi.Router {

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -38,6 +40,10 @@ type session struct {
 	// pendingEnd is the shutdown reason of an /end that arrived while
 	// requests were in flight; the last one to finish emits it.
 	pendingEnd string
+	// released are the tool calls a header-less run's answers carried to
+	// the agent (name and arguments as released), by which a follow-up
+	// is told apart from another run's that reuses the ids (byToolCall).
+	released map[string]callSeen
 }
 
 func (s *session) touch(now time.Time) {
@@ -63,10 +69,12 @@ type sessions struct {
 	// ended remembers the contract sessions of the last max ended named
 	// sessions, so that a request reusing the id starts a session whose
 	// sequence goes on (points.Session.Continue) instead of repeating
-	// 0, 1, ...
-	ended *recent[*points.Session]
-	// ending holds the sessions whose end waits for requests in flight:
-	// their id names no new session until agent_shutdown is emitted, so
+	// 0, 1, ...; endedRuns does the same for header-less runs, apart, so
+	// that one-request runs never push named sessions out.
+	ended, endedRuns *recent[*points.Session]
+	// ending holds the sessions removed from the table whose
+	// agent_shutdown is not emitted yet (it may wait for requests in
+	// flight): their id names no new session until it is (finish), so
 	// nothing of a second lifecycle interleaves with the first.
 	ending map[string]*session
 }
@@ -86,7 +94,7 @@ func newSessions(agent points.Agent, max int, idle time.Duration, onEvict func(*
 		idle = 15 * time.Minute
 	}
 	return &sessions{byID: map[string]*session{}, byCall: map[string][]*session{}, max: max, idle: idle, agent: agent, onEvict: onEvict,
-		ended: newRecent[*points.Session](max), ending: map[string]*session{}}
+		ended: newRecent[*points.Session](max), endedRuns: newRecent[*points.Session](max), ending: map[string]*session{}}
 }
 
 func newID(prefix string) string {
@@ -121,9 +129,12 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 		agent.ID = agentID
 	}
 	ps := points.NewSession(agent, id)
-	if prev, ok := ss.ended.get(id); ok {
-		ps = prev.Continue(agent)
-		ss.ended.del(id)
+	for _, c := range []*recent[*points.Session]{ss.ended, ss.endedRuns} {
+		if prev, ok := c.get(id); ok {
+			ps = prev.Continue(agent)
+			c.del(id)
+			break
+		}
 	}
 	s = &session{ps: ps, headerless: headerless, lastActive: now, callIDs: map[string]int{}, answered: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
 	ss.byID[id] = s
@@ -142,12 +153,35 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 	return s, true
 }
 
-// open reports whether id names an open session.
-func (ss *sessions) open(id string) bool {
+// existing returns the open session named id, counted in flight as get
+// counts it, without ever creating one; ending reports that the id's
+// session is ending (its agent_shutdown still to come).
+func (ss *sessions) existing(id string, now time.Time) (s *session, ending bool) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	s := ss.byID[id]
-	return s != nil && !s.ended
+	if s = ss.byID[id]; s != nil && !s.ended {
+		s.lastActive = now
+		s.inFlight++
+		return s, false
+	}
+	return nil, ss.ending[id] != nil
+}
+
+// isEnding reports whether the session named id is ending.
+func (ss *sessions) isEnding(id string) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ending[id] != nil
+}
+
+// finish notes that s's agent_shutdown has been emitted (or never will
+// be): its id may name a new session again.
+func (ss *sessions) finish(s *session) {
+	ss.mu.Lock()
+	if ss.ending[s.ps.ID()] == s {
+		delete(ss.ending, s.ps.ID())
+	}
+	ss.mu.Unlock()
 }
 
 // release marks one request of s done.
@@ -161,12 +195,7 @@ func (ss *sessions) release(s *session, now time.Time) {
 	}
 	ss.mu.Unlock()
 	if reason != "" {
-		ss.onEvict(s, reason)
-		ss.mu.Lock()
-		if ss.ending[s.ps.ID()] == s {
-			delete(ss.ending, s.ps.ID())
-		}
-		ss.mu.Unlock()
+		ss.onEvict(s, reason) // which finishes s
 	}
 }
 
@@ -182,17 +211,17 @@ func (ss *sessions) endLater(s *session, reason string) (open, deferred bool) {
 	ss.removeLocked(s)
 	if s.inFlight > 0 {
 		s.pendingEnd = reason
-		ss.ending[s.ps.ID()] = s
 		return true, true
 	}
 	return true, false
 }
 
-// endRun ends s on behalf of one of its own requests: at once when that
-// request is the only one in flight (it reports true, and the caller emits
-// agent_shutdown), else as soon as the others finish, so that
-// agent_shutdown stays the session's last point.
-func (ss *sessions) endRun(s *session, reason string) bool {
+// end ends s on behalf of one of its own requests (counted in flight): at
+// once when that request is the only one in flight (it reports true, and
+// the caller emits agent_shutdown), else as soon as the others finish, so
+// that agent_shutdown stays the session's last point. The first reason
+// given is the one emitted.
+func (ss *sessions) end(s *session, reason string) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if s.ended {
@@ -201,7 +230,6 @@ func (ss *sessions) endRun(s *session, reason string) bool {
 	ss.removeLocked(s)
 	if s.inFlight > 1 {
 		s.pendingEnd = reason
-		ss.ending[s.ps.ID()] = s
 		return false
 	}
 	return true
@@ -234,9 +262,9 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.
 			score := 0
 			s.mu.Lock()
 			for id, c := range seen {
-				if tc := s.tools[id]; tc != nil && tc.name == c.name {
+				if r, ok := s.released[id]; ok && r.name == c.name {
 					score += 2
-					if sameArgs(tc.args, c.args) {
+					if sameArgs(r.args, c.args) {
 						score++
 					}
 				}
@@ -258,11 +286,36 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.
 	return pick
 }
 
-// sameArgs reports whether a released call's arguments (an object as the
-// points saw it) are what an arguments string carries back.
-func sameArgs(released []byte, sent string) bool {
-	a := argsObject(sent)
-	return bytes.Equal(compact(released), compact(a))
+// sameArgs reports whether two arguments strings say the same: equal, or
+// the same JSON whatever its spacing and member order (an agent framework
+// may parse and re-serialize them).
+func sameArgs(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ca, err1 := points.CanonicalJSON(bytesOf(a))
+	cb, err2 := points.CanonicalJSON(bytesOf(b))
+	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}
+
+// noteReleased remembers, for a header-less run, the tool calls an answer
+// carries to the agent as it is released.
+func (ss *sessions) noteReleased(s *session, completion []byte) {
+	if !s.headerless {
+		return
+	}
+	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
+	if len(calls) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released == nil {
+		s.released = make(map[string]callSeen, len(calls))
+	}
+	for _, c := range calls {
+		s.released[strings.Clone(c.Get("id").Str)] = callSeen{name: strings.Clone(c.Get("function.name").Str), args: strings.Clone(c.Get("function.arguments").Str)}
+	}
 }
 
 // link remembers tool-call ids issued in s.
@@ -272,6 +325,9 @@ func (ss *sessions) link(s *session, ids []string, histLen int) {
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	if s.ended {
+		return // removed from byCall for good: linking would leak it
+	}
 	for _, id := range ids {
 		id = strings.Clone(id) // ids may be views into a request or answer
 		if s.headerless && !slices.Contains(ss.byCall[id], s) {
@@ -317,25 +373,22 @@ func (ss *sessions) followUp(s *session, ids []string, histLen int) bool {
 	return fresh
 }
 
-// end removes s; the caller emits agent_shutdown.
-func (ss *sessions) end(s *session) bool {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if s.ended {
-		return false
-	}
-	ss.removeLocked(s)
-	return true
-}
-
+// removeLocked takes s out of the table; until its agent_shutdown is
+// emitted (finish) its id is ending.
 func (ss *sessions) removeLocked(s *session) {
 	defer ss.report()
 	s.ended = true
 	if ss.byID[s.ps.ID()] == s {
-		delete(ss.byID, s.ps.ID())
+		id := strings.Clone(s.ps.ID())
+		delete(ss.byID, id)
+		ss.ending[id] = s
 		// A header-less run's id comes back too, when an agent sends the
 		// session header it was given: its sequence goes on as well.
-		ss.ended.put(strings.Clone(s.ps.ID()), s.ps)
+		if s.headerless {
+			ss.endedRuns.put(id, s.ps)
+		} else {
+			ss.ended.put(id, s.ps)
+		}
 	}
 	for id := range s.callIDs {
 		if list := slices.DeleteFunc(ss.byCall[id], func(o *session) bool { return o == s }); len(list) == 0 {
@@ -382,14 +435,22 @@ func (ss *sessions) sweep(now time.Time) {
 	}
 }
 
-// all ends every session (graceful shutdown).
-func (ss *sessions) drain() []*session {
+// drain ends every session (graceful shutdown): the open ones, and those
+// whose end still waits for a request in flight, each with the reason it
+// is to be emitted with (their pending end is taken over, so the request
+// finishing later does not emit it again).
+func (ss *sessions) drain() map[*session]string {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	var out []*session
+	out := map[*session]string{}
 	for _, s := range ss.byID {
 		ss.removeLocked(s)
-		out = append(out, s)
+		out[s] = "cancelled"
+	}
+	for _, s := range ss.ending {
+		if _, ok := out[s]; !ok && s.pendingEnd != "" {
+			out[s], s.pendingEnd = s.pendingEnd, ""
+		}
 	}
 	return out
 }
