@@ -655,6 +655,10 @@ func withUnions(combined Verdict, pool []Verdict) Verdict {
 	if len(ws) > 0 {
 		combined.Warnings = ws
 	}
+	if !combined.Decision.Permits() {
+		// §5.4/§7.3: no labels persist for an action that did not proceed.
+		combined.ResultLabels = nil
+	}
 	if combined.Decision.Permits() {
 		var ls []string
 		for _, v := range pool {
@@ -756,20 +760,21 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 	per, pool := buf[:0:n], buf[n:n]
 	var last *Verdict
 	var lastIdx int
-	resolvedBy := ""
+	resolvedBy, consultedIdx := "", -1
 	trunc := func(i int) *bool { return flag(i+1 < n) }
 	for i, b := range bs {
 		v := e.call(ctx, p, b, *work)
 		per = append(per, v)
 		pool = append(pool, v)
 		if isSynthesized(v) {
-			return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i)}
+			return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 		}
 		switch v.Decision {
 		case DecisionDeny:
 			sub, permitted, consulted := e.consult(ctx, p, *work, v)
 			if !consulted {
-				return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i)}
+				// resolvedBy: an earlier approval (resume) was consulted.
+				return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 			}
 			if !permitted {
 				o := outcome{combined: withUnions(sub, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: "rejection"}
@@ -778,7 +783,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 				}
 				return o
 			}
-			resolvedBy = "approval"
+			resolvedBy, consultedIdx = "approval", i
 			if sub.Decision == DecisionTransform {
 				folded, ok := e.fold(p, work, sub)
 				if !ok {
@@ -805,6 +810,10 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 	o = outcome{combined: Allow(), verdicts: per, foldTruncated: flag(false), resolvedBy: resolvedBy}
 	if last != nil {
 		o.combined, o.decidedBy = *last, idx(lastIdx)
+	} else if consultedIdx >= 0 {
+		// §7.6: an approval substituted; decided_by stays the index of
+		// the (last) consulted deny, not the null of a pure allow.
+		o.decidedBy = idx(consultedIdx)
 	}
 	o.combined = withUnions(o.combined, pool)
 	return o
@@ -812,14 +821,15 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 
 func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
 	all := make([]Verdict, 0, len(bs))
-	for _, b := range bs {
+	for i, b := range bs {
 		v := e.call(ctx, p, b, *work)
 		if v.Decision == DecisionTransform {
 			folded, ok := e.fold(p, work, v)
 			all = append(all, folded)
 			if !ok {
-				// §7.4: a transform that fails to apply short-circuits.
-				return outcome{combined: folded, verdicts: all}
+				// §7.4: a transform that fails to apply short-circuits,
+				// and the record says when it left bindings uninvoked.
+				return outcome{combined: folded, verdicts: all, foldTruncated: flag(i+1 < len(bs))}
 			}
 			continue
 		}

@@ -193,7 +193,9 @@ func (r *Record) Proceeds() bool {
 
 // Liftable reports whether the combined verdict was a liftable deny.
 func (r *Record) Liftable() bool {
-	return r.Verdict.Approval != nil && r.Verdict.Decision == DecisionDeny
+	// A deny a resolver already rejected lifts no more, whatever the
+	// rejecting verdict carries.
+	return r.Verdict.Approval != nil && r.Verdict.Decision == DecisionDeny && r.ResolvedBy != "rejection"
 }
 
 // RecordSink receives every record. Write must not block the decision: an
