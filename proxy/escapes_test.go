@@ -171,3 +171,25 @@ func TestContentPartsTransformWrittenBack(t *testing.T) {
 		t.Fatalf("%d %s", r.StatusCode, b)
 	}
 }
+
+// A transform that makes the answer an object (the contract allows it)
+// reaches the client as the object's JSON text, streamed or not.
+func TestObjectContentTransformSentAsJSONText(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		body, req := plainCompletion, hello
+		if stream {
+			body, req = textStream, helloStream
+		}
+		up, _ := upstream(t, body, stream, 64)
+		px := newProxy(t, up.URL, at(points.Output, "obj", func(c *points.Context) (points.Verdict, error) {
+			return points.Replace("$target.content", []byte(`{"a": 1}`)), nil
+		}), allowAll())
+		r, b := post(t, px.URL, req)
+		if r.StatusCode != 200 || !strings.Contains(string(b), `{\"a\":1}`) {
+			t.Fatalf("stream=%v: %d %s", stream, r.StatusCode, b)
+		}
+		if n := count(px.sink, points.Output); n != 1 {
+			t.Fatalf("stream=%v: %d output records", stream, n)
+		}
+	}
+}

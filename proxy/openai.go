@@ -494,10 +494,15 @@ var errAnswerShape = errors.New("proxy: answer text must be a string or null")
 func setAnswerText(completion, text []byte) ([]byte, error) {
 	// A chat message's content (or refusal) is a string or null, or, where
 	// the model answered with content parts, an array of them (a masking
-	// transform keeps the parts); any other verdicted value has no
-	// chat.completion form to be sent in.
+	// transform keeps the parts); an object is sent as its JSON text; any
+	// other verdicted value has no chat.completion form to be sent in.
 	v := viewCompletion(completion)
-	if t := gjson.ParseBytes(text); t.Type != gjson.String && t.Type != gjson.Null &&
+	t := gjson.ParseBytes(text)
+	if t.IsObject() {
+		// The contract's content may be an object; the chat wire's is a
+		// string, so the object goes out as its JSON text.
+		text = appendString(nil, string(compact([]byte(t.Raw))))
+	} else if t.Type != gjson.String && t.Type != gjson.Null &&
 		!(t.IsArray() && len(v.content) > 0 && v.content[0] == '[') {
 		return nil, errAnswerShape
 	}
