@@ -65,6 +65,7 @@ func Emitter(cfg *config.Config, opts Options) (*points.Emitter, error) {
 	ec.Sink = opts.Sink
 	ec.Observer = opts.Observer
 	ec.Logger = opts.Logger
+	ec.MaxContextBytes = int(cfg.Limits.ContextBytes())
 	return points.NewEmitter(ec)
 }
 

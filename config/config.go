@@ -106,6 +106,22 @@ type Sessions struct {
 type Limits struct {
 	MaxRequestBytes          int64
 	MaxBufferedResponseBytes int64
+	// MaxContextBytes bounds one serialized context (§12.3); 0 derives it
+	// from the other two (ContextBytes).
+	MaxContextBytes int64
+}
+
+// ContextBytes is the context bound in force: MaxContextBytes when set,
+// else room for what the request and response limits admit. A context
+// carries its judged member twice (the member and target, §4.3), so a
+// bound below twice those limits would fail closed on requests and
+// answers the proxy otherwise accepts; it is never below the spec's
+// recommended 5 MiB.
+func (l Limits) ContextBytes() int64 {
+	if l.MaxContextBytes > 0 {
+		return l.MaxContextBytes
+	}
+	return max(5<<20, 2*max(l.MaxRequestBytes, l.MaxBufferedResponseBytes)+1<<20)
 }
 
 // Records configures the InterceptionRecord file sink.
@@ -575,7 +591,7 @@ var knownKeys = map[string][]string{
 	"upstream":  {"base_url", "api_key_env", "timeout"},
 	"agent":     {"id", "framework", "allow_header_override"},
 	"sessions":  {"header", "idle_timeout", "max_sessions"},
-	"limits":    {"max_request_bytes", "max_buffered_response_bytes"},
+	"limits":    {"max_request_bytes", "max_buffered_response_bytes", "max_context_bytes"},
 	"records":   {"file", "fsync", "max_bytes", "max_backups"},
 	"metrics":   {"path"},
 	"admin":     {"token_env"},
@@ -923,6 +939,14 @@ func (p *parser) limits(n *yaml.Node, path string, l *Limits) {
 		case "max_buffered_response_bytes":
 			if x, ok := p.size(v, path, false); ok {
 				l.MaxBufferedResponseBytes = x
+			}
+		case "max_context_bytes":
+			if x, ok := p.size(v, path, false); ok {
+				if x > 1<<31-1 {
+					p.add(resolveAlias(v).Line, path, "must be at most 2GiB")
+				} else {
+					l.MaxContextBytes = x
+				}
 			}
 		default:
 			p.unknown(k, path, key)
