@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/internal/urlcheck"
 )
 
 // MaxPendingLimit is the largest max_pending a config may ask for; the
@@ -184,8 +186,8 @@ func parseWebhookConfig(cfg []byte) (webhookConfig, error) {
 	if perr != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 		return webhookConfig{}, cfgErr("config.url", "must be an absolute http or https URL")
 	}
-	if pu.User != nil {
-		return webhookConfig{}, cfgErr("config.url", "must not carry credentials; use headers_from_env")
+	if why := urlcheck.Credentials(pu); why != "" {
+		return webhookConfig{}, cfgErr("config.url", "%s", why)
 	}
 	w.url = u.Str
 	if r := m["timeout"]; present(r) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/hooksproxy/hooksproxy/internal/urlcheck"
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -56,8 +57,8 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 		ps.add(cfgErr(configRoot+".url", "required"))
 	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		ps.add(cfgErr(configRoot+".url", "must be an absolute http or https URL"))
-	} else if u.User != nil {
-		ps.add(cfgErr(configRoot+".url", "must not carry credentials; use headers_from_env"))
+	} else if why := urlcheck.Credentials(u); why != "" {
+		ps.add(cfgErr(configRoot+".url", "%s", why))
 	}
 	w := &Webhook{url: c.URL, timeout: time.Duration(c.Timeout), headers: http.Header{}}
 	if w.timeout == 0 {
