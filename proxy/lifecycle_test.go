@@ -344,3 +344,27 @@ func TestEndedSessionNotRelinked(t *testing.T) {
 		t.Fatalf("byCall holds %v", ss.byCall)
 	}
 }
+
+// A client that sends one answer with two calls back as one assistant
+// message per call (langchaingo's agent) is still on the same turn: no
+// second input.
+func TestSplitToolAnswerIsOneTurn(t *testing.T) {
+	up, _ := seqUpstream(t, twoCalls("search", "lookup"), plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	sid := "s-split"
+	post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
+	body := `{"model":"m","messages":[{"role":"user","content":"go"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_a","content":"A"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_b","type":"function","function":{"name":"lookup","arguments":"{\"q\":\"two\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_b","content":"B"}]}`
+	if r, b := post(t, p.URL, body, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.Input); n != 1 {
+		t.Fatalf("%d input records, want 1: %v", n, points_(p.sink))
+	}
+	if n := count(p.sink, points.PostToolCall); n != 2 {
+		t.Fatalf("%d post_tool_call records: %v", n, points_(p.sink))
+	}
+}

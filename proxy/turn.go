@@ -51,22 +51,38 @@ func turnInputs(msgs []gjson.Result) []turnInput {
 }
 
 // continuesTurn reports whether a request is a tool-loop follow-up of
-// sess: it ends with role:tool messages right after an assistant message,
-// those results answer calls this session issued in its answer to the
-// request made of exactly the messages before that assistant message, and
-// at least one of them arrives for the first time. Such a request carries
-// no new input. A request that replays answered results, or inserts
-// messages before the assistant turn, opens a turn and is judged.
+// sess: it ends with role:tool messages answering calls this session
+// issued in its answer to the request made of exactly the messages before
+// that answer, at least one of them for the first time. The answer is the
+// assistant message before the trailing results, or, for clients that
+// send one answer back as one assistant message per call (langchaingo's
+// agent: assistant{call_0}, tool{call_0}, assistant{call_1},
+// tool{call_1}), a run of assistant-with-calls and tool messages. Such a
+// request carries no new input. A request that replays answered results,
+// or inserts messages before the answer, opens a turn and is judged.
 func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 	n := len(msgs)
-	k := n
-	var ids []string
-	for k > 0 && msgs[k-1].Get("role").Str == "tool" {
-		k--
-		ids = append(ids, msgs[k].Get("tool_call_id").Str)
-	}
-	if k == n || k == 0 || msgs[k-1].Get("role").Str != "assistant" {
+	if n == 0 || msgs[n-1].Get("role").Str != "tool" {
 		return false
 	}
-	return s.sessions.followUp(sess, ids, k-1)
+	var ids []string
+	for j := n - 1; j > 0; j-- {
+		switch m := msgs[j]; m.Get("role").Str {
+		case "tool":
+			ids = append(ids, m.Get("tool_call_id").Str)
+			continue
+		case "assistant":
+			if !m.Get("tool_calls").IsArray() || len(m.Get("tool_calls").Array()) == 0 {
+				return false
+			}
+			// msgs[j] may be the answer: the results after it answer
+			// calls issued to the request of the j messages before it.
+			if s.sessions.followUp(sess, ids, j) {
+				return true
+			}
+			continue
+		}
+		return false
+	}
+	return false
 }

@@ -291,7 +291,8 @@ func TestOutputTransformMustLeaveText(t *testing.T) {
 		}
 		p := newProxy(t, up.URL, points.Binding{Name: "x", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
 			if c.Point() == points.Output {
-				return points.Replace("$target.content", []byte(`{"a":1}`)), nil
+				// A number has no chat form (an object goes out as JSON text).
+				return points.Replace("$target.content", []byte(`7`)), nil
 			}
 			return points.Allow(), nil
 		})})
