@@ -252,6 +252,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				ids = append(ids, c.Get("id").Str)
 			}
 			s.sessions.link(sess, ids, rn.clientMsgs)
+			s.sessions.guard(sess, ids, func() [32]byte { return historyHash(msgs) })
 			// Text the model sends beside its tool calls reaches the
 			// caller as much as a final answer does, so it passes output
 			// too (no released byte of model text skips that point), and
@@ -299,8 +300,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				if len(withheld) > 0 || !bytes.Equal(out, completion) {
 					completion, modified = out, true
 					// Calls released under fresh ids link the run too.
-					s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
+					fresh := toolCallIDsOf(completion)
+					s.sessions.link(sess, fresh, rn.clientMsgs)
 					s.sessions.link(sess, withheld, rn.clientMsgs)
+					prefix := func() [32]byte { return historyHash(msgs) }
+					s.sessions.guard(sess, fresh, prefix)
+					s.sessions.guard(sess, withheld, prefix)
 				}
 			}
 		} else {
@@ -868,7 +873,20 @@ func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 		return s.sessions.getAs(id, agentID, false, now)
 	}
 	ids, names := toolCallIDsIn(body)
-	if sess := s.sessions.byToolCall(ids, names, now); sess != nil {
+	var msgs []gjson.Result
+	hashes := map[int][32]byte{}
+	prefixAt := func(at int) [32]byte {
+		if h, ok := hashes[at]; ok {
+			return h
+		}
+		if msgs == nil {
+			msgs = messagesOf(body)
+		}
+		h := historyHash(msgs[:min(at, len(msgs))])
+		hashes[at] = h
+		return h
+	}
+	if sess := s.sessions.byToolCall(ids, names, prefixAt, now); sess != nil {
 		return sess, false
 	}
 	return s.sessions.getAs(newID("run_"), agentID, true, now)

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -450,7 +452,9 @@ func appendString(dst []byte, s string) []byte {
 // and maps those of the assistant calls to their function names and
 // arguments strings.
 func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
+	at := -1
 	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
+		at++
 		role, toolCallID, toolCalls := rawMessageFields(m)
 		switch gjson.ParseBytes(role).Str {
 		case "tool":
@@ -465,7 +469,7 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
 					if names == nil {
 						names = map[string]callSeen{}
 					}
-					names[id] = callSeen{name: r.Get("function.name").Str, args: r.Get("function.arguments").Str}
+					names[id] = callSeen{name: r.Get("function.name").Str, args: r.Get("function.arguments").Str, at: at}
 				}
 				return true
 			})
@@ -476,8 +480,31 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
 }
 
 // callSeen is an assistant message's tool call as a request carries it
-// back: its function name and arguments string.
-type callSeen struct{ name, args string }
+// back: its function name and arguments string, and the index of the
+// assistant message that carries it (-1 where unknown).
+type callSeen struct {
+	name, args string
+	at         int
+}
+
+// historyHash identifies msgs, a conversation's messages, whatever their
+// spacing and member order: SHA-256 over each message's canonical JSON.
+func historyHash(msgs []gjson.Result) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, m := range msgs {
+		c, err := points.CanonicalJSON(bytesOf(m.Raw))
+		if err != nil {
+			c = bytesOf(m.Raw)
+		}
+		binary.BigEndian.PutUint64(n[:], uint64(len(c)))
+		h.Write(n[:])
+		h.Write(c)
+	}
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
+}
 
 // view reads b as a string without copying it, for gjson. The proxy never
 // writes a body or completion slice in place (sjson returns new slices), so

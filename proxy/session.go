@@ -44,6 +44,12 @@ type session struct {
 	// the agent (name and arguments as released), by which a follow-up
 	// is told apart from another run's that reuses the ids (byToolCall).
 	released map[string]callSeen
+	// prefixes holds, for each weak call id of a header-less run (one a
+	// model numbers per answer, weakCallID), the historyHash of the
+	// request its answer came to: a follow-up joins the run by such an id
+	// only when it carries that same history before the call, so a
+	// client that guesses call_0 cannot join another's run.
+	prefixes map[string][32]byte
 }
 
 func (s *session) touch(now time.Time) {
@@ -235,13 +241,63 @@ func (ss *sessions) end(s *session, reason string) bool {
 	return true
 }
 
+// weakCallID reports whether a model's tool-call id could be guessed: it
+// holds no run of 12 or more letters and digits mixing both (OpenAI's
+// call_ and 24 random characters, or a UUID's hex, hold one; call_0,
+// functions.get_weather:0 or a 9-character id do not).
+func weakCallID(id string) bool {
+	run, digit, letter := 0, false, false
+	for i := 0; i <= len(id); i++ {
+		if i < len(id) {
+			switch c := id[i]; {
+			case c >= '0' && c <= '9':
+				run, digit = run+1, true
+				continue
+			case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+				run, letter = run+1, true
+				continue
+			}
+		}
+		if run >= 12 && digit && letter {
+			return false
+		}
+		run, digit, letter = 0, false, false
+	}
+	return true
+}
+
+// guard remembers, for the weak ids among ids that s (a header-less run)
+// issued, the history the answer carrying them came to (prefix computes
+// its historyHash, only if needed).
+func (ss *sessions) guard(s *session, ids []string, prefix func() [32]byte) {
+	if !s.headerless {
+		return
+	}
+	var h [32]byte
+	have := false
+	for _, id := range ids {
+		if !weakCallID(id) {
+			continue
+		}
+		if !have {
+			h, have = prefix(), true
+		}
+		s.mu.Lock()
+		if s.prefixes == nil {
+			s.prefixes = map[string][32]byte{}
+		}
+		s.prefixes[strings.Clone(id)] = h
+		s.mu.Unlock()
+	}
+}
+
 // byToolCall finds the open header-less run that issued one of ids. When
 // several runs issued the same id (a model that numbers its calls per
 // answer, call_0, call_1, ...), the request's history (seen: the name and
 // arguments it carries back for each id) tells them apart: the run whose
 // calls match it in name and arguments on the most ids is taken, the
 // latest of equals.
-func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.Time) *session {
+func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt func(int) [32]byte, now time.Time) *session {
 	ss.mu.Lock()
 	var pick *session
 	var cands []*session
@@ -253,12 +309,41 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.
 		}
 	}
 	if len(cands) > 0 {
+		// A run issued a weak id only to a history the request must carry
+		// before that call: any other request naming the id is not its.
+		ss.mu.Unlock()
+		cands = slices.DeleteFunc(cands, func(s *session) bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for id, c := range seen {
+				if want, ok := s.prefixes[id]; ok && (c.at < 0 || prefixAt(c.at) != want) {
+					return true
+				}
+			}
+			return false
+		})
+		ss.mu.Lock()
+	}
+	if len(cands) > 0 {
 		pick = cands[len(cands)-1]
 	}
 	if len(cands) > 1 {
+		// Of runs alike, the one whose calls the request answers for the
+		// first time: two clients asking the same question at once each
+		// get their own run, not one run twice.
+		fresh := make([]int, len(cands))
+		for i, s := range cands {
+			for _, id := range ids {
+				if _, issued := s.callIDs[id]; issued {
+					if _, done := s.answered[id]; !done {
+						fresh[i]++
+					}
+				}
+			}
+		}
 		ss.mu.Unlock()
 		best := -1
-		for _, s := range cands {
+		for i, s := range cands {
 			score := 0
 			s.mu.Lock()
 			for id, c := range seen {
@@ -270,7 +355,7 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, now time.
 				}
 			}
 			s.mu.Unlock()
-			if score >= best {
+			if score = score*1000 + fresh[i]; score >= best {
 				best, pick = score, s
 			}
 		}
