@@ -112,6 +112,20 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger}, nil
 }
 
+// settingsOf is what of cfg a reload applies to a running server.
+func settingsOf(cfg *config.Config, opts Options) proxy.Settings {
+	tokenEnv := cfg.Admin.TokenEnv
+	return proxy.Settings{
+		Agent:               points.Agent{ID: cfg.Agent.ID, Framework: cfg.Agent.Framework},
+		AllowAgentHeader:    cfg.Agent.AllowHeaderOverride,
+		Passthrough:         cfg.Passthrough,
+		TransparentToolSeam: cfg.ToolSeam.Transparent,
+		MaxAutoTurns:        cfg.ToolSeam.MaxAutoTurns,
+		ToolSeamHostError:   cfg.Hooks.Posture(),
+		AdminToken:          func() string { return opts.Env.Getenv(tokenEnv) },
+	}
+}
+
 // Config returns the config in force.
 func (a *App) Config() *config.Config {
 	a.mu.Lock()
@@ -134,7 +148,7 @@ func (a *App) Reload() error {
 			old := a.cfg
 			a.cfg = cfg
 			a.mu.Unlock()
-			a.Server.Swap(em)
+			a.Server.Apply(em, settingsOf(cfg, a.opts))
 			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics {
 				a.log.Warn("config reloaded; listen, upstream, sessions, limits and metrics changes apply only after a restart")
 			}

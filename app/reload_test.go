@@ -253,3 +253,41 @@ func TestWatchPicksUpChange(t *testing.T) {
 	}
 	expect(t, p.mustChat(t, "hello"), http.StatusForbidden, "blocked_v2", points.Output)
 }
+
+// A reload applies passthrough: a path removed from it is refused (404)
+// from then on, one added is forwarded.
+func TestReloadAppliesPassthrough(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}))
+	t.Cleanup(up.Close)
+	conf := func(passthrough, agent string) string {
+		return fmt.Sprintf("upstream: {base_url: %q}\npassthrough: [%s]\nagent: {id: %s}\nhooks:\n  declaration: agent-hooks-declaration/1.0\n  bindings:\n    - {id: allow, kind: hooksproxy.allow_all}\n", up.URL, passthrough, agent)
+	}
+	path := filepath.Join(t.TempDir(), "hp.yaml")
+	writeAtomic(t, path, conf("/v1/embeddings", "first"))
+	a, srv, sink := reloadApp(t, path, nil)
+	get := func(p string) int {
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if get("/v1/embeddings") != 200 || get("/v1/models") != 404 {
+		t.Fatal("passthrough before the reload")
+	}
+	writeAtomic(t, path, conf("/v1/models", "second"))
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := get("/v1/embeddings"); got != 404 {
+		t.Fatalf("a removed passthrough path answered %d after the reload", got)
+	}
+	if got := get("/v1/models"); got != 200 {
+		t.Fatalf("an added passthrough path answered %d after the reload", got)
+	}
+	_ = sink
+}

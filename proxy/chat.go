@@ -139,7 +139,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if vs := r.Header.Values("X-Agent-Hooks-Agent"); s.opts.AllowAgentHeader && len(vs) > 0 {
+	if vs := r.Header.Values("X-Agent-Hooks-Agent"); s.cur().AllowAgentHeader && len(vs) > 0 {
 		if msg := checkIdent("agent id", vs[0]); msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
 			return
@@ -265,7 +265,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				}
 				modified = modified || changed
 			}
-			if s.opts.TransparentToolSeam {
+			if s.cur().TransparentToolSeam {
 				history := map[string]bool{}
 				ids, _ := toolCallIDsIn(body)
 				for _, id := range ids {
@@ -279,7 +279,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				if kept == 0 && len(withheld) > 0 {
 					// Every call was denied: ask the model again with the
 					// control errors, within the configured bound.
-					if turn >= s.opts.MaxAutoTurns {
+					if turn >= s.cur().MaxAutoTurns {
 						if lastDeny != nil {
 							rn.blocked(*lastDeny)
 							return
@@ -866,7 +866,7 @@ func checkChatRequest(body []byte) string {
 func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
 	now := s.opts.Now()
 	agentID := ""
-	if s.opts.AllowAgentHeader {
+	if s.cur().AllowAgentHeader {
 		agentID = r.Header.Get("X-Agent-Hooks-Agent")
 	}
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {

@@ -339,8 +339,8 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		want := ""
-		if s.opts.AdminToken != nil {
-			want = s.opts.AdminToken()
+		if f := s.cur().AdminToken; f != nil {
+			want = f()
 		}
 		if want == "" {
 			writeError(w, http.StatusForbidden, "permission_error", "the admin API is disabled: set the admin token env var", "admin_disabled")

@@ -410,3 +410,29 @@ func TestIdenticalRunsKeepTheirOwnFollowUps(t *testing.T) {
 		t.Fatalf("%d runs completed, want 2: %v", n, points_(p.sink))
 	}
 }
+
+// Apply (a reload) changes the agent of sessions opened after it and the
+// tool seam's posture.
+func TestApplyChangesSettings(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	var agents []string
+	var mu sync.Mutex
+	capture := at(points.AgentStartup, "capture", func(c *points.Context) (points.Verdict, error) {
+		mu.Lock()
+		agents = append(agents, c.Get("agent.id").Str)
+		mu.Unlock()
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, capture, allowAll())
+	post(t, p.URL, hello)
+	p.srv.Apply(p.srv.Emitter(), Settings{Agent: points.Agent{ID: "second", Framework: "f"}, ToolSeamHostError: "terminate"})
+	post(t, p.URL, hello)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(agents) != 2 || agents[0] != "test-agent" || agents[1] != "second" {
+		t.Fatalf("agents %v", agents)
+	}
+	if p.srv.cur().ToolSeamHostError != "terminate" {
+		t.Fatal("posture not applied")
+	}
+}

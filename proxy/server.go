@@ -96,6 +96,7 @@ func (noMetrics) Tokens(int64, int64)                      {}
 type Server struct {
 	opts     Options
 	emitter  atomic.Pointer[points.Emitter]
+	settings atomic.Pointer[Settings]
 	sessions *sessions
 	client   *http.Client
 	router   chi.Router
@@ -171,6 +172,9 @@ func New(opts Options) *Server {
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
 	s.emitter.Store(opts.Emitter)
+	s.settings.Store(&Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
+		TransparentToolSeam: opts.TransparentToolSeam, MaxAutoTurns: opts.MaxAutoTurns, ToolSeamHostError: opts.ToolSeamHostError,
+		AdminToken: opts.AdminToken})
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
 	s.judged = newJudgedResults(maxJudgedResults)
 	s.sessions.gauge = opts.Metrics.ActiveSessions
@@ -184,6 +188,42 @@ func (s *Server) Swap(e *points.Emitter) {
 	s.emitter.Store(e)
 	s.judged.reset() // what the old policy judged, the new one judges afresh
 }
+
+// Settings are the Options a config reload may change (Apply); the
+// others (upstream, limits, sessions) need a restart.
+type Settings struct {
+	Agent               points.Agent
+	AllowAgentHeader    bool
+	Passthrough         []string
+	TransparentToolSeam bool
+	MaxAutoTurns        int
+	ToolSeamHostError   string
+	AdminToken          func() string
+}
+
+// Apply installs a new emitter and settings, as a reload does. Sessions
+// already open keep their agent; new ones get the new one.
+func (s *Server) Apply(e *points.Emitter, st Settings) {
+	if st.MaxAutoTurns <= 0 {
+		st.MaxAutoTurns = 8
+	}
+	if st.ToolSeamHostError == "" {
+		st.ToolSeamHostError = "continue"
+	}
+	if st.Agent.ID == "" {
+		st.Agent.ID = "agent"
+	}
+	if st.Agent.Framework == "" {
+		st.Agent.Framework = "openai-compatible"
+	}
+	st.Passthrough = slices.Clone(st.Passthrough)
+	s.settings.Store(&st)
+	s.sessions.setAgent(st.Agent)
+	s.Swap(e)
+}
+
+// cur returns the settings in force.
+func (s *Server) cur() *Settings { return s.settings.Load() }
 
 // Emitter returns the emitter new requests use.
 func (s *Server) Emitter() *points.Emitter { return s.emitter.Load() }
@@ -259,13 +299,10 @@ func (s *Server) routes() chi.Router {
 	})
 	r.Post("/v1/chat/completions", s.chat)
 	s.mountHostAPI(r)
-	for _, p := range s.opts.Passthrough {
-		if !strings.HasSuffix(p, "*") {
-			r.Handle("/"+strings.TrimLeft(p, "/"), http.HandlerFunc(s.passthrough))
-		}
-	}
+	// Passthrough paths are matched at request time, not routed, so that a
+	// reload that removes one stops forwarding it at once.
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if s.prefixPassthrough(r) {
+		if s.isPassthrough(r) {
 			s.passthrough(w, r)
 			return
 		}
@@ -292,16 +329,22 @@ func (s *Server) routes() chi.Router {
 	return r
 }
 
-// prefixPassthrough reports whether path falls under a passthrough entry
-// written as a prefix ("/v1/files*"). Paths that are not clean (dot
-// segments, encoded dots or slashes) never match: an upstream that
-// normalises them could otherwise reach a mediated path unmediated.
-func (s *Server) prefixPassthrough(r *http.Request) bool {
+// isPassthrough reports whether the request's path is a passthrough
+// entry, or falls under one written as a prefix ("/v1/files*"). Paths
+// that are not clean (dot segments, encoded dots or slashes) never match
+// a prefix: an upstream that normalises them could otherwise reach a
+// mediated path unmediated.
+func (s *Server) isPassthrough(r *http.Request) bool {
 	p := r.URL.Path
+	for _, e := range s.cur().Passthrough {
+		if !strings.HasSuffix(e, "*") && p == "/"+strings.TrimLeft(e, "/") {
+			return true
+		}
+	}
 	if !cleanPath(r) {
 		return false
 	}
-	for _, e := range s.opts.Passthrough {
+	for _, e := range s.cur().Passthrough {
 		pre, ok := strings.CutSuffix(e, "*")
 		if !ok {
 			continue

@@ -85,6 +85,13 @@ type sessions struct {
 	ending map[string]*session
 }
 
+// setAgent sets the agent new sessions get.
+func (ss *sessions) setAgent(a points.Agent) {
+	ss.mu.Lock()
+	ss.agent = a
+	ss.mu.Unlock()
+}
+
 // report tells the gauge the session count; call with ss.mu held.
 func (ss *sessions) report() {
 	if ss.gauge != nil {

@@ -64,7 +64,7 @@ func controlError(p points.Point, v points.Verdict) json.RawMessage {
 // terminates reports whether a blocking verdict at the tool seam halts the
 // run: only host errors, and only under the terminate posture (§6.2).
 func (s *Server) terminates(res points.Result) bool {
-	return res.HostError() && s.opts.ToolSeamHostError == "terminate"
+	return res.HostError() && s.cur().ToolSeamHostError == "terminate"
 }
 
 // preOutcome is a pre_tool_call outcome copied out under the session lock.
@@ -351,7 +351,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	// Emit post_tool_call for results seen for the first time, including
 	// results of calls this session never saw (checkChatRequest made sure
 	// every result answers a call in the history).
-	if s.opts.TransparentToolSeam {
+	if s.cur().TransparentToolSeam {
 		var first *points.Result
 		var calls map[string]seenCall
 		for _, m := range msgs {
