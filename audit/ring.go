@@ -116,7 +116,7 @@ func (g *Ring) Evicted() uint64 {
 func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":{"message":"method not allowed","type":"invalid_request_error","param":null}}`))
+		writeJSON(w, http.StatusMethodNotAllowed, []byte(`{"error":{"message":"method not allowed","type":"invalid_request_error","param":null,"code":"method_not_allowed"}}`))
 		return
 	}
 	q := r.URL.Query()
@@ -130,13 +130,13 @@ func (g *Ring) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "asc", "desc":
 		order = o
 	default:
-		writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"order must be asc or desc","type":"invalid_request_error","param":"order"}}`))
+		writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"order must be asc or desc","type":"invalid_request_error","param":"order","code":"invalid_request"}}`))
 		return
 	}
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
-			writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"limit must be a positive integer","type":"invalid_request_error","param":"limit"}}`))
+			writeJSON(w, http.StatusBadRequest, []byte(`{"error":{"message":"limit must be a positive integer","type":"invalid_request_error","param":"limit","code":"invalid_request"}}`))
 			return
 		}
 		limit = n

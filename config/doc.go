@@ -43,6 +43,8 @@
 //	limits:                           sizes: 1048576, 512KiB, 8MiB, 1GiB, 10KB, 2MB
 //	  max_request_bytes: 8MiB
 //	  max_buffered_response_bytes: 32MiB
+//	  max_context_bytes: 0            one serialized context; 0: twice the larger limit
+//	                                  above plus 1MiB, at least 5MiB
 //	passthrough: []                   exact paths, or a prefix ending in *; none may
 //	                                  cover /v1/chat/completions, /v1/responses,
 //	                                  /v1/messages, /agent-hooks, /healthz, /readyz

@@ -103,6 +103,7 @@ func (rn *run) blocked(res points.Result) {
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	reqID := requestID(w, r) // on every answer, refusals included
 	em := s.Emitter()
 	if em == nil {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
@@ -153,7 +154,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	defer s.sessions.release(sess, s.opts.Now())
 	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
-	ctx := points.WithRequestID(r.Context(), requestID(w, r))
+	ctx := points.WithRequestID(r.Context(), reqID)
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
 
