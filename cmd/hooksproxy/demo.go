@@ -45,8 +45,17 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	}
 	// The demo is quieter than serve by default; a --log-level given on
 	// the command line still wins.
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "log-level" })
+	explicit, config := false, false
+	fs.Visit(func(f *flag.Flag) {
+		explicit = explicit || f.Name == "log-level"
+		config = config || f.Name == "config"
+	})
+	if config {
+		// The demo's policies are its own (demo.yaml); HOOKSPROXY_CONFIG
+		// in the environment is left for serve.
+		fmt.Fprintln(stderr, "hooksproxy demo: --config is not used by the demo, which runs its own policies; run `hooksproxy serve --config FILE` for yours")
+		return 2
+	}
 	if !explicit {
 		c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
 	}
