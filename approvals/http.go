@@ -307,7 +307,7 @@ func (h *handler) decide(w http.ResponseWriter, r *http.Request, id string) {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large",
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request_too_large",
 				fmt.Sprintf("The body exceeds %d bytes.", MaxDecisionBody))
 			return
 		}

@@ -220,7 +220,7 @@ func TestHandlerMiscRoutes(t *testing.T) {
 	if status != 413 {
 		t.Fatalf("oversize body = %d", status)
 	}
-	checkError(t, body, "body_too_large")
+	checkError(t, body, "request_too_large")
 }
 
 // TestMounting: the same routes answer through Mount on a root chi router

@@ -118,7 +118,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
 		return
 	}
-	body, err := s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
+	body, err := readBounded(w, func() ([]byte, error) {
+		return s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
+	})
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -130,6 +132,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg := checkChatRequest(body); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		return
+	}
+	msgs := messagesOf(body)
+	if ins := turnInputs(msgs); len(ins) > maxTurnInputs {
+		// Each new user message is an input emission and a record: a
+		// request of thousands would flood the record sink.
+		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user messages after the last assistant message"
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return
 	}
@@ -195,7 +205,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// the same turn going on. Any other request is judged, whatever its
 	// last message, so that a trailing system or assistant message, or
 	// results for calls the proxy never saw, cannot skip the point.
-	msgs := messagesOf(body)
 	rn.clientMsgs = len(msgs)
 	if !s.continuesTurn(sess, msgs) {
 		for _, in := range turnInputs(msgs) {
@@ -279,7 +288,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				}
 				if kept == 0 && len(withheld) > 0 {
 					// Every call was denied: ask the model again with the
-					// control errors, within the configured bound.
+					// control errors, within the configured bound. Not
+					// after a host error (an approval that timed out, a
+					// failing policy): asking again would wait out the
+					// same failure once per turn.
+					if lastDeny != nil && lastDeny.HostError() {
+						rn.blocked(*lastDeny)
+						return
+					}
 					if turn >= s.cur().MaxAutoTurns {
 						if lastDeny != nil {
 							rn.blocked(*lastDeny)
@@ -512,11 +528,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			if int64(len(t.completion)) <= s.opts.MaxBufferedResponseBytes {
 				// Cut short, or not acceptable JSON: the upstream's fault,
 				// answered as such; nothing of it is released.
-				msg := "upstream answered a body that is not acceptable JSON; nothing of it was released"
-				if err != nil {
+				msg, code := "upstream answered a body that is not acceptable JSON; nothing of it was released", "upstream_invalid_response"
+				switch {
+				case errors.Is(err, context.DeadlineExceeded):
+					msg, code = "upstream timed out during its body; nothing of it was released", "upstream_unavailable"
+				case err != nil:
 					msg = "upstream body could not be read whole; nothing of it was released"
 				}
-				writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
+				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
 				rn.end("error", false)
 				return turn{}, false
 			}
@@ -673,6 +692,32 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 // writes it (replayed and re-derived streams alike use LF framing).
 const doneEvent = "data: [DONE]\n\n"
 
+// maxTurnInputs bounds the input emissions one request makes.
+const maxTurnInputs = 256
+
+// bodyReadTimeout bounds reading one request body: a client that stalls
+// mid-body holds a connection and a buffer no longer than this.
+const bodyReadTimeout = time.Minute
+
+// readBounded runs read (of the request body) under bodyReadTimeout, then
+// lifts the deadline: left on, it would cut the connection's watch for a
+// client going away, and with it the request, during a long model call.
+func readBounded(w http.ResponseWriter, read func() ([]byte, error)) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) // unsupported writers (tests) have none
+	b, err := read()
+	_ = rc.SetReadDeadline(time.Time{})
+	return b, err
+}
+
+// writeDeadline bounds writing a held answer of n bytes: a minute, and a
+// second per 64 KiB beyond, so a client that stops reading frees the
+// answer's memory instead of pinning it for as long as its socket stays
+// open. net/http lifts it once the response is done.
+func writeDeadline(w http.ResponseWriter, n int) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute + time.Duration(n>>16)*time.Second))
+}
+
 // keepMediaType keeps the upstream's Content-Type when it is media type mt
 // as the points judged it: bare, or with charset=utf-8 alone (another
 // charset would have a client decode the judged bytes into other text).
@@ -701,6 +746,7 @@ func writeWhole(w http.ResponseWriter, status int, body []byte, flush, holdDone 
 	if holdDone && bytes.HasSuffix(body, []byte(doneEvent)) {
 		body, held = body[:len(body)-len(doneEvent)], true
 	}
+	writeDeadline(w, len(body))
 	w.WriteHeader(status)
 	if _, err := w.Write(body); err != nil {
 		return held, err

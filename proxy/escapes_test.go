@@ -193,3 +193,21 @@ func TestObjectContentTransformSentAsJSONText(t *testing.T) {
 		}
 	}
 }
+
+// Arguments nested past the depth bound fail closed: judged as the text of
+// a wrapper, a member an argument rule names would resolve to nothing.
+func TestDeepToolArgumentsFailClosed(t *testing.T) {
+	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
+	args := `{\"url\":\"http://evil.example/steal\",\"pad\":` + deep + `}`
+	completion := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"` + args + `"}}]},"finish_reason":"tool_calls"}]}`
+	up, _ := seqUpstream(t, completion)
+	p := seamProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != string(points.ReasonContextInvalid) {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if got := argsObject(`{"a":` + deep + `}`); !points.ValidJSON(got) && points.DepthWithin(got, points.DefaultMaxDepth) {
+		t.Fatalf("deep arguments became %.40s", got)
+	}
+}

@@ -142,12 +142,21 @@ func argsObject(s string) []byte {
 		if r := gjson.Parse(s); r.IsObject() {
 			return compact(b)
 		}
-	} else if points.DepthWithin(b, points.DefaultMaxDepth) && gjson.Valid(s) && gjson.Parse(s).IsObject() {
+	} else if !points.DepthWithin(b, points.DefaultMaxDepth) {
+		// Nested past the bound (§12.3): judged as text, a member a rule
+		// names would resolve to nothing; refused instead.
+		return tooDeep
+	} else if gjson.Valid(s) && gjson.Parse(s).IsObject() {
 		return compact(b)
 	}
 	out, _ := json.Marshal(map[string]string{"raw_arguments": minimalEscapes(s)})
 	return out
 }
+
+// tooDeep stands in for a value nested past the contract's depth bound: a
+// JSON value the emission refuses (host_error:context_invalid), whatever
+// the original's syntax.
+var tooDeep = []byte(strings.Repeat("[", points.DefaultMaxDepth+1) + strings.Repeat("]", points.DefaultMaxDepth+1))
 
 // minimalEscapes rewrites, inside the JSON strings of s (which need not be
 // valid JSON), the escapes that stand for a character that needs none:

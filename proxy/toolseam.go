@@ -537,7 +537,10 @@ func toolResultValue(c gjson.Result) []byte {
 	if c.Type == gjson.String {
 		if v := gjson.Parse(c.Str); v.IsObject() || v.IsArray() {
 			b := bytesOf(c.Str)
-			if points.ValidJSON(b) || points.DepthWithin(b, points.DefaultMaxDepth) && gjson.Valid(c.Str) {
+			if !points.DepthWithin(b, points.DefaultMaxDepth) {
+				return tooDeep // refused, not judged as text
+			}
+			if points.ValidJSON(b) || gjson.Valid(c.Str) {
 				return []byte(c.Str)
 			}
 		}

@@ -3,13 +3,19 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 func TestCompressedRequestRefused(t *testing.T) {
@@ -107,5 +113,64 @@ func TestUpstreamBaseEndingInV1(t *testing.T) {
 		if r.StatusCode != 200 || uri != want {
 			t.Fatalf("base %q: %d, upstream saw %q, want %q (%s)", base, r.StatusCode, uri, want, b)
 		}
+	}
+}
+
+// A request opening a turn with more user messages than maxTurnInputs is
+// refused before any point: each would be an input emission and a record.
+func TestTooManyTurnInputsRefused(t *testing.T) {
+	up, got := upstream(t, plainCompletion, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	msgs := strings.Repeat(`{"role":"user","content":"x"},`, maxTurnInputs+1)
+	r, b := post(t, p.URL, `{"model":"m","messages":[`+strings.TrimSuffix(msgs, ",")+`]}`)
+	if r.StatusCode != 400 || len(*got) != 0 || len(p.sink.Records()) != 0 {
+		t.Fatalf("%d %s (%d records)", r.StatusCode, b, len(p.sink.Records()))
+	}
+}
+
+// An upstream that sends its headers and then stalls its JSON body past
+// the upstream timeout answers 502 upstream_unavailable.
+func TestUpstreamBodyTimeout(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `{"id":"c",`)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(up.Close)
+	u, _ := url.Parse(up.URL)
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(Options{Upstream: u, Emitter: em, UpstreamTimeout: 200 * time.Millisecond})
+	s.Start()
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	r, b := post(t, hs.URL, hello)
+	if r.StatusCode != 502 || gjson.GetBytes(b, "error.code").Str != "upstream_unavailable" {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+}
+
+// When every call of an answer is withheld by a host error (an approval
+// that timed out, say), the proxy does not ask the model again, which
+// would wait out the same failure once per turn: it answers the error.
+func TestNoAutoContinuationAfterHostError(t *testing.T) {
+	up, got := seqUpstream(t, twoCalls("send_email", "send_email"), plainCompletion)
+	failing := points.Binding{Name: "fails", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall {
+			return points.Verdict{}, errors.New("approval backend down")
+		}
+		return points.Allow(), nil
+	})}
+	p := seamProxy(t, up.URL, failing)
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 503 || len(got()) != 1 {
+		t.Fatalf("%d %s after %d upstream calls", r.StatusCode, b, len(got()))
 	}
 }

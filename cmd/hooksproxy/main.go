@@ -288,7 +288,12 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	hs := &http.Server{Handler: a.Server, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	// IdleTimeout closes keep-alive connections no request uses, so idle
+	// clients cannot hold descriptors forever; the request body and the
+	// held answer have deadlines of their own (proxy), since a whole-
+	// request ReadTimeout or WriteTimeout would cut long model calls.
+	hs := &http.Server{Handler: a.Server, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log, wiring: wiring}
 	a.Server.Start()
 	wctx, cancel := context.WithCancel(ctx)
