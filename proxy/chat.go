@@ -241,6 +241,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// after every tool call was denied), added to the answer's usage so a
 	// client's accounting sees every call made for its request.
 	var spentPrompt, spentCompletion int64
+	hostErrTurns := 0 // automatic turns that ended in a tool-seam host error
 	for turn := 0; ; turn++ {
 		if turn > 0 && ctx.Err() != nil {
 			// The client left while the proxy was deciding tool calls: no
@@ -288,13 +289,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				}
 				if kept == 0 && len(withheld) > 0 {
 					// Every call was denied: ask the model again with the
-					// control errors, within the configured bound. Not
-					// after a host error (an approval that timed out, a
-					// failing policy): asking again would wait out the
-					// same failure once per turn.
+					// control errors, within the configured bound. A
+					// host error (an approval that timed out, a failing
+					// policy) is handed to the model once, as the posture
+					// says; a second in a row ends the request, rather
+					// than wait the same failure out once per turn.
 					if lastDeny != nil && lastDeny.HostError() {
-						rn.blocked(*lastDeny)
-						return
+						if hostErrTurns++; hostErrTurns > 1 {
+							rn.blocked(*lastDeny)
+							return
+						}
 					}
 					if turn >= s.cur().MaxAutoTurns {
 						if lastDeny != nil {
