@@ -1034,6 +1034,12 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 	}
 	rv, err := ParseVerdict(res.Verdict)
 	if err != nil {
+		// §5.2: a path rooted elsewhere than $target is the same refusal
+		// whoever returned it; any other failing verdict is invalid (§9).
+		var ve *VerdictError
+		if errors.As(err, &ve) && ve.Reason == ReasonTransformTargetForbidden {
+			return fail(ve.Reason)
+		}
 		return fail(ReasonVerdictInvalid)
 	}
 	if res.Outcome == OutcomeApprove {

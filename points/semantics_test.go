@@ -19,6 +19,9 @@ func TestCompositionRecordMembers(t *testing.T) {
 		return ApprovalResolution{Outcome: OutcomeReject, ContextIdentity: req.ContextIdentity, Verdict: json.RawMessage(`{"decision":"deny","reason":"again","approval":{}}`)}, nil
 	})
 	labelled := func(d Verdict, l string) Verdict { d.ResultLabels = []string{l}; return d }
+	elsewhere := ResolverFunc(func(_ context.Context, req ApprovalRequest) (ApprovalResolution, error) {
+		return ApprovalResolution{Outcome: OutcomeApprove, ContextIdentity: req.ContextIdentity, Verdict: json.RawMessage(`{"decision":"transform","transform":{"path":"$context.x","value":1}}`)}, nil
+	})
 	tests := []struct {
 		name     string
 		comp     Composition
@@ -59,6 +62,13 @@ func TestCompositionRecordMembers(t *testing.T) {
 			func(t *testing.T, r *Record) {
 				if len(r.Verdict.ResultLabels) != 0 {
 					t.Fatalf("labels %v", r.Verdict.ResultLabels)
+				}
+			}},
+		{"a resolver's transform rooted elsewhere is transform_target_forbidden", Composition{Profile: ProfileFirstDeny}, elsewhere,
+			[]Verdict{Escalate("ask", "")},
+			func(t *testing.T, r *Record) {
+				if r.Verdict.Reason != string(ReasonTransformTargetForbidden) {
+					t.Fatalf("reason %q", r.Verdict.Reason)
 				}
 			}},
 		{"a rejected deny is not liftable", Composition{Profile: ProfileFirstDeny}, reject,
