@@ -263,7 +263,6 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				ids = append(ids, c.Get("id").Str)
 			}
 			s.sessions.link(sess, ids, rn.clientMsgs)
-			s.sessions.guard(sess, ids, func() [32]byte { return historyHash(msgs) })
 			// Text the model sends beside its tool calls reaches the
 			// caller as much as a final answer does, so it passes output
 			// too (no released byte of model text skips that point), and
@@ -321,12 +320,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 				if len(withheld) > 0 || !bytes.Equal(out, completion) {
 					completion, modified = out, true
 					// Calls released under fresh ids link the run too.
-					fresh := toolCallIDsOf(completion)
-					s.sessions.link(sess, fresh, rn.clientMsgs)
+					s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
 					s.sessions.link(sess, withheld, rn.clientMsgs)
-					prefix := func() [32]byte { return historyHash(msgs) }
-					s.sessions.guard(sess, fresh, prefix)
-					s.sessions.guard(sess, withheld, prefix)
 				}
 			}
 		} else {
@@ -344,6 +339,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 		if !final {
 			s.sessions.noteReleased(sess, completion)
+			// Only the ids the agent gets (after the seam renamed any it
+			// reused) are what its follow-up carries back.
+			s.sessions.guard(sess, toolCallIDsOf(completion), func() [32]byte { return historyHash(msgs) })
 		}
 		rn.release(t, body, completion, modified, final)
 		return

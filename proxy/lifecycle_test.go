@@ -436,3 +436,56 @@ func TestApplyChangesSettings(t *testing.T) {
 		t.Fatal("posture not applied")
 	}
 }
+
+// Weak ids and clients that re-shape the answer: one assistant message per
+// call (langchaingo), and a model that says call_0 at every step, stay one
+// header-less run.
+func TestWeakIDsRealClientShapes(t *testing.T) {
+	twoWeak := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_0","type":"function","function":{"name":"search","arguments":"{}"}},{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	t.Run("split answer", func(t *testing.T) {
+		up, _ := seqUpstream(t, twoWeak, plainCompletion)
+		p := seamProxy(t, up.URL, allowAll())
+		r1, _ := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+		sid := r1.Header.Get("X-Agent-Hooks-Session")
+		body := `{"model":"m","messages":[{"role":"user","content":"go"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_0","type":"function","function":{"name":"search","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_0","content":"A"},` +
+			`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"B"}]}`
+		r2, b := post(t, p.URL, body)
+		if r2.StatusCode != 200 || r2.Header.Get("X-Agent-Hooks-Session") != sid {
+			t.Fatalf("split follow-up in %q, want %q (%s)", r2.Header.Get("X-Agent-Hooks-Session"), sid, b)
+		}
+		if n := count(p.sink, points.AgentStartup); n != 1 {
+			t.Fatalf("%d runs: %v", n, points_(p.sink))
+		}
+	})
+	t.Run("call_0 at every step", func(t *testing.T) {
+		step := func(n string) string {
+			return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+				`{"id":"call_0","type":"function","function":{"name":"step` + n + `","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+		}
+		up, _ := seqUpstream(t, step("1"), step("2"), step("3"), plainCompletion)
+		p := seamProxy(t, up.URL, allowAll())
+		hist := `{"role":"user","content":"go"}`
+		var sid string
+		for i := 0; i < 4; i++ {
+			r, b := post(t, p.URL, `{"model":"m","messages":[`+hist+`]}`)
+			if r.StatusCode != 200 {
+				t.Fatalf("step %d: %d %s", i, r.StatusCode, b)
+			}
+			if i == 0 {
+				sid = r.Header.Get("X-Agent-Hooks-Session")
+			} else if got := r.Header.Get("X-Agent-Hooks-Session"); got != sid {
+				t.Fatalf("step %d in %q, want %q", i, got, sid)
+			}
+			call := gjson.GetBytes(b, "choices.0.message.tool_calls.0")
+			if !call.Exists() {
+				break
+			}
+			hist += `,{"role":"assistant","content":null,"tool_calls":[` + call.Raw + `]},{"role":"tool","tool_call_id":` + call.Get("id").Raw + `,"content":"ok"}`
+		}
+		if n := count(p.sink, points.AgentStartup); n != 1 {
+			t.Fatalf("%d runs: %v", n, points_(p.sink))
+		}
+	})
+}

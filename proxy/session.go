@@ -286,6 +286,14 @@ func (ss *sessions) guard(s *session, ids []string, prefix func() [32]byte) {
 		if !weakCallID(id) {
 			continue
 		}
+		s.mu.Lock()
+		_, known := s.prefixes[id]
+		s.mu.Unlock()
+		if known {
+			// The first answer that issued the id is the one callIDs
+			// keeps, and so the history a follow-up must carry.
+			continue
+		}
 		if !have {
 			h, have = prefix(), true
 		}
@@ -317,18 +325,33 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt 
 	}
 	if len(cands) > 0 {
 		// A run issued a weak id only to a history the request must carry
-		// before that call: any other request naming the id is not its.
-		ss.mu.Unlock()
-		cands = slices.DeleteFunc(cands, func(s *session) bool {
+		// before that call: the first n messages, n being the length of
+		// the request whose answer issued it. Any other request naming
+		// the id is not its. What to compare is gathered under the locks;
+		// the hashing is done outside them.
+		type check struct {
+			s    *session
+			n    int
+			want [32]byte
+		}
+		var checks []check
+		for _, s := range cands {
 			s.mu.Lock()
-			defer s.mu.Unlock()
-			for id, c := range seen {
-				if want, ok := s.prefixes[id]; ok && (c.at < 0 || prefixAt(c.at) != want) {
-					return true
+			for id := range seen {
+				if want, ok := s.prefixes[id]; ok {
+					checks = append(checks, check{s, s.callIDs[id], want})
 				}
 			}
-			return false
-		})
+			s.mu.Unlock()
+		}
+		ss.mu.Unlock()
+		var out []*session
+		for _, c := range checks {
+			if c.n < 0 || prefixAt(c.n) != c.want {
+				out = append(out, c.s)
+			}
+		}
+		cands = slices.DeleteFunc(cands, func(s *session) bool { return slices.Contains(out, s) })
 		ss.mu.Lock()
 	}
 	if len(cands) > 0 {
