@@ -39,6 +39,10 @@ type App struct {
 	cfg    *config.Config
 	Server *proxy.Server
 	log    *slog.Logger
+	// limits are the ones the server started with, in force until a
+	// restart; reloading serializes Reload.
+	limits    config.Limits
+	reloading sync.Mutex
 }
 
 // Load reads and validates the config file at path.
@@ -61,11 +65,17 @@ func Parse(data []byte, name string, opts Options) (*config.Config, error) {
 
 // Emitter builds the emitter a config declares.
 func Emitter(cfg *config.Config, opts Options) (*points.Emitter, error) {
+	return emitterWith(cfg, opts, cfg.Limits)
+}
+
+// emitterWith is Emitter with the limits in force (a reload keeps the ones
+// the server started with, and the context bound with them).
+func emitterWith(cfg *config.Config, opts Options, limits config.Limits) (*points.Emitter, error) {
 	ec := cfg.Hooks.EmitterConfig()
 	ec.Sink = opts.Sink
 	ec.Observer = opts.Observer
 	ec.Logger = opts.Logger
-	ec.MaxContextBytes = int(cfg.Limits.ContextBytes())
+	ec.MaxContextBytes = int(limits.ContextBytes())
 	return points.NewEmitter(ec)
 }
 
@@ -109,7 +119,7 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 		Metrics:                  opts.ProxyMetrics,
 		Emitter:                  em,
 	})
-	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger}, nil
+	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger, limits: cfg.Limits}, nil
 }
 
 // settingsOf is what of cfg a reload applies to a running server.
@@ -140,10 +150,13 @@ var ErrRestartNeeded = errors.New("changed settings apply only after a restart")
 // policies in atomically. A bad file keeps the running config. Requests
 // already in flight finish on the emitter they started with.
 func (a *App) Reload() error {
+	// The file watch and SIGHUP may both ask at once: one reload at a time.
+	a.reloading.Lock()
+	defer a.reloading.Unlock()
 	cfg, err := Load(a.path, a.opts)
 	if err == nil {
 		var em *points.Emitter
-		if em, err = Emitter(cfg, a.opts); err == nil {
+		if em, err = emitterWith(cfg, a.opts, a.limits); err == nil {
 			a.mu.Lock()
 			old := a.cfg
 			a.cfg = cfg

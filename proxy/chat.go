@@ -150,13 +150,16 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if vs := r.Header.Values("X-Agent-Hooks-Agent"); s.cur().AllowAgentHeader && len(vs) > 0 {
+	// Read once: the header is checked and used under the same setting,
+	// whatever a reload does meanwhile.
+	allowAgent := s.cur().AllowAgentHeader
+	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
 		if msg := checkIdent("agent id", vs[0]); msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
 			return
 		}
 	}
-	sess, created := s.resolveSession(r, body)
+	sess, created := s.resolveSession(r, body, allowAgent)
 	if sess == nil {
 		writeSessionEnding(w)
 		return
@@ -680,6 +683,13 @@ func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
+	if final && rn.sess.headerless {
+		// The answer is out; its run's agent_shutdown, whose policies may
+		// take their time, must not be cut by the answer's write deadline.
+		rc := http.NewResponseController(w)
+		_ = rc.Flush()
+		_ = rc.SetWriteDeadline(time.Time{})
+	}
 	if final {
 		rn.end("completed", false)
 	}
@@ -912,10 +922,10 @@ func checkChatRequest(body []byte) string {
 // resolveSession finds or creates the session of a request: the session
 // header names it; without it, a follow-up that answers an open run's tool
 // calls joins that run, and anything else starts a new run.
-func (s *Server) resolveSession(r *http.Request, body []byte) (*session, bool) {
+func (s *Server) resolveSession(r *http.Request, body []byte, allowAgent bool) (*session, bool) {
 	now := s.opts.Now()
 	agentID := ""
-	if s.cur().AllowAgentHeader {
+	if allowAgent {
 		agentID = r.Header.Get("X-Agent-Hooks-Agent")
 	}
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {
