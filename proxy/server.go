@@ -141,18 +141,7 @@ func New(opts Options) *Server {
 	if opts.Metrics == nil {
 		opts.Metrics = noMetrics{}
 	}
-	if opts.MaxAutoTurns <= 0 {
-		opts.MaxAutoTurns = 8
-	}
-	if opts.ToolSeamHostError == "" {
-		opts.ToolSeamHostError = "continue"
-	}
-	if opts.Agent.ID == "" {
-		opts.Agent.ID = "agent"
-	}
-	if opts.Agent.Framework == "" {
-		opts.Agent.Framework = "openai-compatible"
-	}
+	opts.MaxAutoTurns, opts.ToolSeamHostError, opts.Agent = defaultSeam(opts.MaxAutoTurns, opts.ToolSeamHostError, opts.Agent)
 	tr := opts.Transport
 	if tr == nil {
 		tr = &http.Transport{
@@ -204,22 +193,29 @@ type Settings struct {
 // Apply installs a new emitter and settings, as a reload does. Sessions
 // already open keep their agent; new ones get the new one.
 func (s *Server) Apply(e *points.Emitter, st Settings) {
-	if st.MaxAutoTurns <= 0 {
-		st.MaxAutoTurns = 8
-	}
-	if st.ToolSeamHostError == "" {
-		st.ToolSeamHostError = "continue"
-	}
-	if st.Agent.ID == "" {
-		st.Agent.ID = "agent"
-	}
-	if st.Agent.Framework == "" {
-		st.Agent.Framework = "openai-compatible"
-	}
+	st.MaxAutoTurns, st.ToolSeamHostError, st.Agent = defaultSeam(st.MaxAutoTurns, st.ToolSeamHostError, st.Agent)
 	st.Passthrough = slices.Clone(st.Passthrough)
 	s.settings.Store(&st)
 	s.sessions.setAgent(st.Agent)
 	s.Swap(e)
+}
+
+// defaultSeam fills the reloadable settings' defaults: 8 automatic turns,
+// the continue posture, agent "agent" of framework openai-compatible.
+func defaultSeam(turns int, posture string, a points.Agent) (int, string, points.Agent) {
+	if turns <= 0 {
+		turns = 8
+	}
+	if posture == "" {
+		posture = "continue"
+	}
+	if a.ID == "" {
+		a.ID = "agent"
+	}
+	if a.Framework == "" {
+		a.Framework = "openai-compatible"
+	}
+	return turns, posture, a
 }
 
 // cur returns the settings in force.
