@@ -83,10 +83,11 @@ func TestToolArgumentsOutsideDomainFailClosed(t *testing.T) {
 		`{\"url\":\"https:\\/\\/evil.example/x\",\"n\":1e400}`,
 		`{\"url\":\"a\",\"url\":\"https:\\/\\/evil.example/x\"}`,
 		`{\"k\":\"\\ud800\"}`,
+		// Nested past the depth bound: judged as wrapper text, a member an
+		// argument rule names would resolve to nothing.
+		`{\"url\":\"http://evil.example/steal\",\"pad\":` + strings.Repeat("[", 200) + strings.Repeat("]", 200) + `}`,
 	} {
-		completion := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"` + args + `"}}]},"finish_reason":"tool_calls"}]}`
-		up, _ := seqUpstream(t, completion)
+		up, _ := seqUpstream(t, fetchCall(args, "tool_calls"))
 		p := seamProxy(t, up.URL, allowAll())
 		r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
 		if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != string(points.ReasonContextInvalid) {
@@ -100,9 +101,7 @@ func TestToolArgumentsOutsideDomainFailClosed(t *testing.T) {
 
 // Truncated arguments are judged in the text a lenient decoder reads.
 func TestTruncatedArgumentsJudgedDecoded(t *testing.T) {
-	completion := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
-		`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"{\"url\":\"https:\\/\\/evil.example"}}]},"finish_reason":"length"}]}`
-	up, _ := seqUpstream(t, completion)
+	up, _ := seqUpstream(t, fetchCall(`{\"url\":\"https:\\/\\/evil.example`, "length"))
 	var seen string
 	p := seamProxy(t, up.URL, points.Binding{Name: "egress", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
 		if c.Point() == points.PreToolCall {
@@ -194,20 +193,20 @@ func TestObjectContentTransformSentAsJSONText(t *testing.T) {
 	}
 }
 
-// Arguments nested past the depth bound fail closed: judged as the text of
-// a wrapper, a member an argument rule names would resolve to nothing.
-func TestDeepToolArgumentsFailClosed(t *testing.T) {
+// Arguments nested past the depth bound become a value the emission
+// refuses, whatever their syntax.
+func TestDeepToolArgumentsRefused(t *testing.T) {
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
-	args := `{\"url\":\"http://evil.example/steal\",\"pad\":` + deep + `}`
-	completion := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
-		`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"` + args + `"}}]},"finish_reason":"tool_calls"}]}`
-	up, _ := seqUpstream(t, completion)
-	p := seamProxy(t, up.URL, allowAll())
-	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
-	if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != string(points.ReasonContextInvalid) {
-		t.Fatalf("%d %s", r.StatusCode, b)
+	for _, args := range []string{`{"a":` + deep + `}`, `{"a":` + deep} {
+		if got := argsObject(args); points.DepthWithin(got, points.DefaultMaxDepth) {
+			t.Fatalf("%.20s... became %.40s, within the depth bound", args, got)
+		}
 	}
-	if got := argsObject(`{"a":` + deep + `}`); !points.ValidJSON(got) && points.DepthWithin(got, points.DefaultMaxDepth) {
-		t.Fatalf("deep arguments became %.40s", got)
-	}
+}
+
+// fetchCall is a chat.completion calling fetch once (call_a) with args, an
+// arguments string already escaped for a JSON string, and finish reason.
+func fetchCall(args, finish string) string {
+	return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"` + args + `"}}]},"finish_reason":"` + finish + `"}]}`
 }
