@@ -136,7 +136,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msgs := messagesOf(body)
-	if ins := turnInputs(msgs); len(ins) > maxTurnInputs {
+	ins := turnInputs(msgs)
+	if len(ins) > maxTurnInputs {
 		// Each new user message is an input emission and a record: a
 		// request of thousands would flood the record sink.
 		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user messages after the last assistant message"
@@ -159,7 +160,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	sess, created := s.resolveSession(r, body, allowAgent)
+	sess, created := s.resolveSession(r, body, msgs, allowAgent)
 	if sess == nil {
 		writeSessionEnding(w)
 		return
@@ -210,7 +211,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// results for calls the proxy never saw, cannot skip the point.
 	rn.clientMsgs = len(msgs)
 	if !s.continuesTurn(sess, msgs) {
-		for _, in := range turnInputs(msgs) {
+		for _, in := range ins {
 			content := msgs[in.index].Get("content").Raw
 			res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
 			if !res.Proceed {
@@ -922,7 +923,7 @@ func checkChatRequest(body []byte) string {
 // resolveSession finds or creates the session of a request: the session
 // header names it; without it, a follow-up that answers an open run's tool
 // calls joins that run, and anything else starts a new run.
-func (s *Server) resolveSession(r *http.Request, body []byte, allowAgent bool) (*session, bool) {
+func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Result, allowAgent bool) (*session, bool) {
 	now := s.opts.Now()
 	agentID := ""
 	if allowAgent {
@@ -932,17 +933,13 @@ func (s *Server) resolveSession(r *http.Request, body []byte, allowAgent bool) (
 		return s.sessions.getAs(id, agentID, false, now)
 	}
 	ids, names := toolCallIDsIn(body)
-	var msgs []gjson.Result
 	hashes := map[int][32]byte{}
-	prefixAt := func(at int) [32]byte {
-		if h, ok := hashes[at]; ok {
+	prefixAt := func(n int) [32]byte {
+		if h, ok := hashes[n]; ok {
 			return h
 		}
-		if msgs == nil {
-			msgs = messagesOf(body)
-		}
-		h := historyHash(msgs[:min(at, len(msgs))])
-		hashes[at] = h
+		h := historyHash(msgs[:min(n, len(msgs))])
+		hashes[n] = h
 		return h
 	}
 	if sess := s.sessions.byToolCall(ids, names, prefixAt, now); sess != nil {

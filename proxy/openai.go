@@ -461,9 +461,7 @@ func appendString(dst []byte, s string) []byte {
 // and maps those of the assistant calls to their function names and
 // arguments strings.
 func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
-	at := -1
 	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
-		at++
 		role, toolCallID, toolCalls := rawMessageFields(m)
 		switch gjson.ParseBytes(role).Str {
 		case "tool":
@@ -478,7 +476,7 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
 					if names == nil {
 						names = map[string]callSeen{}
 					}
-					names[id] = callSeen{name: r.Get("function.name").Str, args: r.Get("function.arguments").Str, at: at}
+					names[id] = callSeen{name: r.Get("function.name").Str, args: r.Get("function.arguments").Str}
 				}
 				return true
 			})
@@ -489,12 +487,8 @@ func toolCallIDsIn(body []byte) (ids []string, names map[string]callSeen) {
 }
 
 // callSeen is an assistant message's tool call as a request carries it
-// back: its function name and arguments string, and the index of the
-// assistant message that carries it (-1 where unknown).
-type callSeen struct {
-	name, args string
-	at         int
-}
+// back: its function name and arguments string.
+type callSeen struct{ name, args string }
 
 // historyHash identifies msgs, a conversation's messages, whatever their
 // spacing and member order: SHA-256 over each message's canonical JSON.
