@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,5 +306,67 @@ func BenchmarkEndToEnd(b *testing.B) {
 				})
 			}
 		}
+	}
+}
+
+// heldStack is the goroutine stack memory per stream while n streams
+// through target are held, over the same processes idle.
+func heldStack(t *testing.T, target string, n int) int64 {
+	up, bases := servers(t, DefaultChunk)
+	client := NewClient(n)
+	buf := make([]byte, 32<<10)
+	for range 3 { // warm: pools, worker goroutines, connections
+		if _, err := NewCall(bases[target], true, 1<<10).Do(context.Background(), client, buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.StackInuse
+	up.Stall()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			_, err := NewCall(bases[target], true, 1<<10).Do(context.Background(), client, make([]byte, 32<<10))
+			errs <- err
+		})
+	}
+	for up.Parked() < int64(n) {
+		time.Sleep(time.Millisecond) // waits for the streams, asserts nothing about time
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	up.Release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return (int64(ms.StackInuse) - int64(before)) / int64(n)
+}
+
+// TestHeldStackPolicy guards the stack a held stream keeps. A request's
+// goroutine keeps the largest stack it needed before the upstream answered
+// for as long as the answer is held, and the policy set's interceptors run
+// at pre_model_call below the handler's frames: when those frames grew past
+// the 16 KiB step (a 3.4 KiB chat frame, then a 2.9 KiB modelTurn), every
+// held stream kept 32 KiB. The figures are of the whole process (client,
+// proxies and upstream), so only the difference between the two sets is
+// checked: about 1 KiB either way when the policy set stays within the
+// step, 13-15 KiB when it does not.
+func TestHeldStackPolicy(t *testing.T) {
+	if raceEnabled {
+		t.Skip("stack sizes under the race detector are not a normal build's; .ci/run runs this test without it")
+	}
+	const n = 100
+	allow := heldStack(t, AllowAll, n)
+	policy := heldStack(t, Policy, n)
+	t.Logf("stack per held stream: allow_all %d B, policy %d B", allow, policy)
+	if policy-allow > 8<<10 {
+		t.Errorf("policy holds %d B more stack per stream than allow_all; a request goroutine outgrew 16 KiB before its upstream call", policy-allow)
 	}
 }

@@ -109,58 +109,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
+	// The handler is split so that the frames on the stack while a stream
+	// is held, and while pre_model_call's interceptors run below them,
+	// stay small: a request goroutine that passes 16 KiB there keeps a
+	// 32 KiB stack for as long as its answer is held.
+	req, ok := s.admitChat(w, r)
+	if !ok {
 		return
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		// Compressed bodies are not decoded: the points judge JSON text.
-		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
-		return
-	}
-	body, err := readBounded(w, func() ([]byte, error) {
-		return s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
-	})
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
-				"request body exceeds max_request_bytes ("+strconv.FormatInt(s.opts.MaxRequestBytes, 10)+")", "request_too_large")
-			return
-		}
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", nil)
-		return
-	}
-	if msg := checkChatRequest(body); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
-		return
-	}
-	msgs := messagesOf(body)
-	ins := turnInputs(msgs)
-	if len(ins) > maxTurnInputs {
-		// Each new user message is an input emission and a record: a
-		// request of thousands would flood the record sink.
-		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user messages after the last assistant message"
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
-		return
-	}
-
-	if v := r.Header.Get(s.opts.SessionHeader); v != "" { // empty: no session named
-		if msg := checkIdent("session id", v); msg != "" {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
-			return
-		}
-	}
-	// Read once: the header is checked and used under the same setting,
-	// whatever a reload does meanwhile.
-	allowAgent := s.cur().AllowAgentHeader
-	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
-		if msg := checkIdent("agent id", vs[0]); msg != "" {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
-			return
-		}
-	}
-	sess, created := s.resolveSession(r, body, msgs, allowAgent)
+	sess, created := s.resolveSession(r, req.body, req.msgs, req.allowAgent)
 	if sess == nil {
 		writeSessionEnding(w)
 		return
@@ -171,9 +128,91 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	ctx := points.WithRequestID(r.Context(), reqID)
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
+	body, ok := rn.open(ctx, created, req)
+	if !ok {
+		return
+	}
+	rn.turns(ctx, body, req.msgs)
+}
 
+// chatRequest is an admitted chat completion request.
+type chatRequest struct {
+	body []byte
+	msgs []gjson.Result
+	ins  []turnInput
+	// allowAgent is the agent header setting the request was checked
+	// under.
+	allowAgent bool
+}
+
+// admitChat reads and checks a chat completion request; when it returns
+// false the refusal has been written.
+func (s *Server) admitChat(w http.ResponseWriter, r *http.Request) (chatRequest, bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
+		return chatRequest{}, false
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		// Compressed bodies are not decoded: the points judge JSON text.
+		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
+		return chatRequest{}, false
+	}
+	body, err := readBounded(w, func() ([]byte, error) {
+		return s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
+	})
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
+				"request body exceeds max_request_bytes ("+strconv.FormatInt(s.opts.MaxRequestBytes, 10)+")", "request_too_large")
+			return chatRequest{}, false
+		}
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", nil)
+		return chatRequest{}, false
+	}
+	if msg := checkChatRequest(body); msg != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		return chatRequest{}, false
+	}
+	msgs := messagesOf(body)
+	ins := turnInputs(msgs)
+	if len(ins) > maxTurnInputs {
+		// Each new user message is an input emission and a record: a
+		// request of thousands would flood the record sink.
+		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user messages after the last assistant message"
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		return chatRequest{}, false
+	}
+
+	if v := r.Header.Get(s.opts.SessionHeader); v != "" { // empty: no session named
+		if msg := checkIdent("session id", v); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
+			return chatRequest{}, false
+		}
+	}
+	// Read once: the header is checked and used under the same setting,
+	// whatever a reload does meanwhile.
+	allowAgent := s.cur().AllowAgentHeader
+	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
+		if msg := checkIdent("agent id", vs[0]); msg != "" {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
+			return chatRequest{}, false
+		}
+	}
+	return chatRequest{body: body, msgs: msgs, ins: ins, allowAgent: allowAgent}, true
+}
+
+// open runs what precedes a request's model calls: the session's
+// agent_startup when the request made it, input for each new user message
+// unless the request continues a turn, and the tool results and withheld
+// calls its history replays. It returns the body as those verdicts left
+// it; when it returns false the answer has been written.
+func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte, bool) {
+	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	body, msgs := req.body, req.msgs
+	var err error
 	if !created && !s.awaitStartup(ctx, sess) {
-		return // the client went away while the session was starting
+		return nil, false // the client went away while the session was starting
 	}
 	sess.mu.Lock()
 	blocked := sess.blocked
@@ -182,7 +221,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		// §6.1a: after a startup deny only agent_shutdown may follow.
 		w.Header().Set("X-Should-Retry", "false")
 		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
-		return
+		return nil, false
 	}
 	if created {
 		_, names := toolDecls(body)
@@ -200,7 +239,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			if s.sessions.end(sess, "error") {
 				s.shutdown(ctx, em, sess, "error")
 			}
-			return
+			return nil, false
 		}
 	}
 
@@ -211,17 +250,17 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// results for calls the proxy never saw, cannot skip the point.
 	rn.clientMsgs = len(msgs)
 	if !s.continuesTurn(sess, msgs) {
-		for _, in := range ins {
+		for _, in := range req.ins {
 			content := msgs[in.index].Get("content").Raw
 			res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
 			if !res.Proceed {
 				rn.blocked(res)
-				return
+				return nil, false
 			}
 			if res.Transformed {
 				if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(in.index)+".content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
 					rn.failClosed(points.PreModelCallEvent("", nil), "input write-back failed")
-					return
+					return nil, false
 				}
 			}
 		}
@@ -230,7 +269,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// Tool results and withheld calls in the history the agent replays.
 	if b, res := s.applyToolHistory(ctx, em, sess, body); res != nil {
 		rn.blocked(*res)
-		return
+		return nil, false
 	} else {
 		body = b
 	}
@@ -241,115 +280,140 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.sessions.answer(sess, answered)
-	// The usage of model calls the proxy made on its own (continuations
-	// after every tool call was denied), added to the answer's usage so a
-	// client's accounting sees every call made for its request.
-	var spentPrompt, spentCompletion int64
-	hostErrTurns := 0 // automatic turns that ended in a tool-seam host error
-	for turn := 0; ; turn++ {
-		if turn > 0 && ctx.Err() != nil {
+	return body, true
+}
+
+// spent is the usage of the model calls the proxy made on its own
+// (continuations after every tool call was denied), added to the answer's
+// usage so a client's accounting sees every call made for its request.
+type spent struct {
+	prompt, completion int64
+	// hostErrTurns counts automatic turns that ended in a tool-seam host
+	// error.
+	hostErrTurns int
+}
+
+// turns runs the request's model calls: one, and more while the proxy
+// continues on its own after every tool call of a turn was denied.
+func (rn *run) turns(ctx context.Context, body []byte, msgs []gjson.Result) {
+	var sp spent
+	var t turn
+	for n := 0; ; n++ {
+		if n > 0 && ctx.Err() != nil {
 			// The client left while the proxy was deciding tool calls: no
 			// model call on its behalf, and the run ends as cancelled.
 			rn.end("cancelled", false)
 			return
 		}
-		t, ok := rn.modelTurn(ctx, body)
-		if !ok {
+		t = turn{}
+		if !rn.modelTurn(ctx, body, &t) {
 			return
 		}
-		defer s.recycle(t.held) // after the answer is written
-		completion, modified := t.completion, t.modified
-		calls := gjson.ParseBytes(t.view.toolCalls).Array()
-		final := len(calls) == 0
-		if !final {
-			ids := make([]string, 0, len(calls))
-			for _, c := range calls {
-				ids = append(ids, c.Get("id").Str)
-			}
-			s.sessions.link(sess, ids, rn.clientMsgs)
-			// Text the model sends beside its tool calls reaches the
-			// caller as much as a final answer does, so it passes output
-			// too (no released byte of model text skips that point), and
-			// before the calls' pre_tool_call, so a denied text spends no
-			// tool verdict on calls that are then not released.
-			if cv := viewCompletion(completion); hasText(cv.answerText()) {
-				var ok, changed bool
-				if completion, changed, ok = rn.output(ctx, completion, cv.answerText()); !ok {
-					return
-				}
-				modified = modified || changed
-			}
-			if s.cur().TransparentToolSeam {
-				history := map[string]bool{}
-				ids, _ := toolCallIDsIn(body)
-				for _, id := range ids {
-					history[id] = true
-				}
-				out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion, history)
-				if halt != nil {
-					rn.blocked(*halt)
-					return
-				}
-				if kept == 0 && len(withheld) > 0 {
-					// Every call was denied: ask the model again with the
-					// control errors, within the configured bound. A
-					// host error (an approval that timed out, a failing
-					// policy) is handed to the model once, as the posture
-					// says; a second in a row ends the request, rather
-					// than wait the same failure out once per turn.
-					if lastDeny != nil && lastDeny.HostError() {
-						if hostErrTurns++; hostErrTurns > 1 {
-							rn.blocked(*lastDeny)
-							return
-						}
-					}
-					if turn >= s.cur().MaxAutoTurns {
-						if lastDeny != nil {
-							rn.blocked(*lastDeny)
-							return
-						}
-						w.Header().Set("X-Should-Retry", "false")
-						writeError(w, http.StatusForbidden, "agent_hooks_denied",
-							"every tool call the model asked for was denied, and the automatic continuation limit was reached", "tool_calls_denied")
-						rn.end("error", false)
-						return
-					}
-					if u := gjson.ParseBytes(t.view.usage); u.IsObject() {
-						spentPrompt += u.Get("prompt_tokens").Int()
-						spentCompletion += u.Get("completion_tokens").Int()
-					}
-					body = continuation(body, completion, withheld, sess)
-					continue
-				}
-				if len(withheld) > 0 || !bytes.Equal(out, completion) {
-					completion, modified = out, true
-					// Calls released under fresh ids link the run too.
-					s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
-					s.sessions.link(sess, withheld, rn.clientMsgs)
-				}
-			}
-		} else {
-			// output: the turn's final answer.
+		defer rn.s.recycle(t.held) // after the answer is written
+		next, more := rn.finishTurn(ctx, &t, body, msgs, n, &sp)
+		if !more {
+			return
+		}
+		body = next
+	}
+}
+
+// finishTurn decides a permitted model answer: output over its text, the
+// tool seam over its calls, and its release. n counts the model calls
+// before it. It returns the body of the next model call and true when the
+// proxy continues on its own.
+func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjson.Result, n int, sp *spent) ([]byte, bool) {
+	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	completion, modified := t.completion, t.modified
+	calls := gjson.ParseBytes(t.view.toolCalls).Array()
+	final := len(calls) == 0
+	if !final {
+		ids := make([]string, 0, len(calls))
+		for _, c := range calls {
+			ids = append(ids, c.Get("id").Str)
+		}
+		s.sessions.link(sess, ids, rn.clientMsgs)
+		// Text the model sends beside its tool calls reaches the
+		// caller as much as a final answer does, so it passes output
+		// too (no released byte of model text skips that point), and
+		// before the calls' pre_tool_call, so a denied text spends no
+		// tool verdict on calls that are then not released.
+		if cv := viewCompletion(completion); hasText(cv.answerText()) {
 			var ok, changed bool
-			if completion, changed, ok = rn.output(ctx, completion, t.view.answerText()); !ok {
-				return
+			if completion, changed, ok = rn.output(ctx, completion, cv.answerText()); !ok {
+				return nil, false
 			}
 			modified = modified || changed
 		}
-		if spentPrompt+spentCompletion > 0 {
-			if c, ok := addUsage(completion, spentPrompt, spentCompletion); ok {
-				completion, modified = c, true
+		if s.cur().TransparentToolSeam {
+			history := map[string]bool{}
+			ids, _ := toolCallIDsIn(body)
+			for _, id := range ids {
+				history[id] = true
+			}
+			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion, history)
+			if halt != nil {
+				rn.blocked(*halt)
+				return nil, false
+			}
+			if kept == 0 && len(withheld) > 0 {
+				// Every call was denied: ask the model again with the
+				// control errors, within the configured bound. A
+				// host error (an approval that timed out, a failing
+				// policy) is handed to the model once, as the posture
+				// says; a second in a row ends the request, rather
+				// than wait the same failure out once per turn.
+				if lastDeny != nil && lastDeny.HostError() {
+					if sp.hostErrTurns++; sp.hostErrTurns > 1 {
+						rn.blocked(*lastDeny)
+						return nil, false
+					}
+				}
+				if n >= s.cur().MaxAutoTurns {
+					if lastDeny != nil {
+						rn.blocked(*lastDeny)
+						return nil, false
+					}
+					w.Header().Set("X-Should-Retry", "false")
+					writeError(w, http.StatusForbidden, "agent_hooks_denied",
+						"every tool call the model asked for was denied, and the automatic continuation limit was reached", "tool_calls_denied")
+					rn.end("error", false)
+					return nil, false
+				}
+				if u := gjson.ParseBytes(t.view.usage); u.IsObject() {
+					sp.prompt += u.Get("prompt_tokens").Int()
+					sp.completion += u.Get("completion_tokens").Int()
+				}
+				return continuation(body, completion, withheld, sess), true
+			}
+			if len(withheld) > 0 || !bytes.Equal(out, completion) {
+				completion, modified = out, true
+				// Calls released under fresh ids link the run too.
+				s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
+				s.sessions.link(sess, withheld, rn.clientMsgs)
 			}
 		}
-		if !final {
-			s.sessions.noteReleased(sess, completion)
-			// Only the ids the agent gets (after the seam renamed any it
-			// reused) are what its follow-up carries back.
-			s.sessions.guard(sess, toolCallIDsOf(completion), func() [32]byte { return historyHash(msgs) })
+	} else {
+		// output: the turn's final answer.
+		var ok, changed bool
+		if completion, changed, ok = rn.output(ctx, completion, t.view.answerText()); !ok {
+			return nil, false
 		}
-		rn.release(t, body, completion, modified, final)
-		return
+		modified = modified || changed
 	}
+	if sp.prompt+sp.completion > 0 {
+		if c, ok := addUsage(completion, sp.prompt, sp.completion); ok {
+			completion, modified = c, true
+		}
+	}
+	if !final {
+		s.sessions.noteReleased(sess, completion)
+		// Only the ids the agent gets (after the seam renamed any it
+		// reused) are what its follow-up carries back.
+		s.sessions.guard(sess, toolCallIDsOf(completion), func() [32]byte { return historyHash(msgs) })
+	}
+	rn.release(t, body, completion, modified, final)
+	return nil, false
 }
 
 // output emits output over text, the answer text of completion, and
@@ -385,37 +449,37 @@ type turn struct {
 	omitUsage bool
 }
 
-// modelTurn runs pre_model_call, the upstream call and post_model_call.
-// When it returns false the answer has been written.
-func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
-	s, em, sess, w, r := rn.s, rn.em, rn.sess, rn.w, rn.r
-	model := bodyGet(body, "model").Str
-	reqID := newID("req_")
-	ev := points.PreModelCallEvent(model, projectMessages(body)).With("request_id", quoteJSON(reqID))
-	if decls, _ := toolDecls(body); decls != nil {
-		ev = ev.With("tools", decls)
-	}
-	// Not lent: a lent buffer stays the request's until its handler
-	// returns, and this context (the whole message history, twice) would
-	// then be pinned while the answer is awaited and held.
-	res := em.Emit(ctx, sess.ps, ev)
-	if !res.Proceed {
-		rn.blocked(res)
-		return turn{}, false
-	}
-	var err error
-	if res.Transformed {
-		if body, err = sjson.SetRawBytes(body, "messages", []byte(res.Target().Raw)); err != nil {
-			rn.failClosed(ev, "messages write-back failed")
-			return turn{}, false
-		}
-	}
+// modelCall is one model call the proxy is about to make.
+type modelCall struct {
+	// body is the request as pre_model_call left it.
+	body []byte
+	// model is the model the request names; reqID the call's id, which
+	// pairs its pre_model_call and post_model_call records.
+	model, reqID string
+}
 
+// incomplete is the post_model_call event of a call whose answer could not
+// be judged, for the host deny that answers it.
+func (mc *modelCall) incomplete() points.Event {
+	return points.PostModelCallEvent(mc.model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(mc.reqID))
+}
+
+// modelTurn runs pre_model_call, the upstream call and post_model_call.
+// When it returns false the answer has been written. Its parts are
+// functions of their own so that the frames below a held stream are small
+// (see chat).
+func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
+	mc, ok := rn.preModel(ctx, body)
+	if !ok {
+		return false
+	}
+	s, sess, w, r := rn.s, rn.sess, rn.w, rn.r
+	body = mc.body
+	var err error
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
 	stream := bodyGet(body, "stream").Bool()
 	upBody := body
-	t := turn{}
 	if stream && !bodyGet(body, "stream_options.include_usage").Bool() {
 		// A stream carries usage only when asked for it, and the points
 		// (token budgets, rules over usage) need it as a JSON answer has
@@ -428,7 +492,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		rn.end("error", false)
-		return turn{}, false
+		return false
 	}
 	// An errored model call (no answer, an error status, an error inside
 	// the stream) has no post_model_call: §12.1, there is no response to
@@ -440,12 +504,12 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		if ctx.Err() != nil {
 			rn.end("cancelled", false) // the client went away
-			return turn{}, false
+			return false
 		}
 		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "error", errors.Unwrap(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		rn.end("error", false)
-		return turn{}, false
+		return false
 	}
 	defer resp.Body.Close()
 	// The upstream's own request id, for a support ticket, whatever the
@@ -464,7 +528,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect")
 		rn.end("error", false)
-		return turn{}, false
+		return false
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
@@ -474,11 +538,10 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 		rn.end("error", false)
-		return turn{}, false
+		return false
 	}
 
 	// Hold the whole response, headers included.
-	incomplete := points.PostModelCallEvent(model, []byte(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", quoteJSON(reqID))
 	t.resp = resp
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
@@ -491,65 +554,114 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 			drainAfterDone(resp.Body, cancel)
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				rn.end("cancelled", false)
-				return turn{}, false
-			}
-			s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
-			var upErr *UpstreamStreamError
-			switch {
-			case errors.As(err, &upErr):
-				// The upstream failed inside its 200 stream: an upstream
-				// error, not model output and not a host failure. Nothing
-				// of the stream is released; its error is passed on.
-				msg := upErr.Message
-				if msg == "" {
-					msg = "upstream reported an error inside the stream"
-				}
-				code := any(nil)
-				if upErr.Code != "" {
-					code = upErr.Code
-				}
-				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
-				rn.end("error", false)
-			case errors.Is(err, context.DeadlineExceeded):
-				writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
-				rn.end("error", false)
-			case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
-				writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
-				rn.end("error", false)
-			default:
-				rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
-			}
-			return turn{}, false
+			rn.streamFailed(ctx, mc, err)
+			return false
 		}
 	} else {
 		t.completion, err = rn.readLent(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
-			if ctx.Err() != nil {
-				rn.end("cancelled", false)
-				return turn{}, false
-			}
-			if int64(len(t.completion)) <= s.opts.MaxBufferedResponseBytes {
-				// Cut short, or not acceptable JSON: the upstream's fault,
-				// answered as such; nothing of it is released.
-				msg, code := "upstream answered a body that is not acceptable JSON; nothing of it was released", "upstream_invalid_response"
-				switch {
-				case errors.Is(err, context.DeadlineExceeded):
-					msg, code = "upstream timed out during its body; nothing of it was released", "upstream_unavailable"
-				case err != nil:
-					msg = "upstream body could not be read whole; nothing of it was released"
-				}
-				writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
-				rn.end("error", false)
-				return turn{}, false
-			}
-			rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
-			return turn{}, false
+			rn.bodyFailed(ctx, mc, t.completion, err)
+			return false
 		}
 	}
+	return rn.postModel(ctx, t, &mc)
+}
 
+// preModel runs pre_model_call over body; when it returns false the answer
+// has been written.
+func (rn *run) preModel(ctx context.Context, body []byte) (modelCall, bool) {
+	em, sess := rn.em, rn.sess
+	model := bodyGet(body, "model").Str
+	reqID := newID("req_")
+	ev := points.PreModelCallEvent(model, projectMessages(body)).With("request_id", quoteJSON(reqID))
+	if decls, _ := toolDecls(body); decls != nil {
+		ev = ev.With("tools", decls)
+	}
+	// Not lent: a lent buffer stays the request's until its handler
+	// returns, and this context (the whole message history, twice) would
+	// then be pinned while the answer is awaited and held.
+	res := em.Emit(ctx, sess.ps, ev)
+	if !res.Proceed {
+		rn.blocked(res)
+		return modelCall{}, false
+	}
+	var err error
+	if res.Transformed {
+		if body, err = sjson.SetRawBytes(body, "messages", []byte(res.Target().Raw)); err != nil {
+			rn.failClosed(ev, "messages write-back failed")
+			return modelCall{}, false
+		}
+	}
+	return modelCall{body: body, model: model, reqID: reqID}, true
+}
+
+// streamFailed answers a held stream that ended in err.
+func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
+	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	if ctx.Err() != nil {
+		rn.end("cancelled", false)
+		return
+	}
+	s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
+	var upErr *UpstreamStreamError
+	switch {
+	case errors.As(err, &upErr):
+		// The upstream failed inside its 200 stream: an upstream
+		// error, not model output and not a host failure. Nothing
+		// of the stream is released; its error is passed on.
+		msg := upErr.Message
+		if msg == "" {
+			msg = "upstream reported an error inside the stream"
+		}
+		code := any(nil)
+		if upErr.Code != "" {
+			code = upErr.Code
+		}
+		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
+		rn.end("error", false)
+	case errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
+		rn.end("error", false)
+	case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
+		rn.end("error", false)
+	default:
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
+	}
+}
+
+// bodyFailed answers a json answer that could not be read whole, is not
+// acceptable JSON or is over the buffer limit.
+func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, err error) {
+	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	if ctx.Err() != nil {
+		rn.end("cancelled", false)
+		return
+	}
+	if int64(len(completion)) <= s.opts.MaxBufferedResponseBytes {
+		// Cut short, or not acceptable JSON: the upstream's fault,
+		// answered as such; nothing of it is released.
+		msg, code := "upstream answered a body that is not acceptable JSON; nothing of it was released", "upstream_invalid_response"
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
+			msg, code = "upstream timed out during its body; nothing of it was released", "upstream_unavailable"
+		case err != nil:
+			msg = "upstream body could not be read whole; nothing of it was released"
+		}
+		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
+		rn.end("error", false)
+		return
+	}
+	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
+}
+
+// postModel checks a held answer and runs post_model_call over it; when it
+// returns false the answer has been written.
+func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
+	s, em, sess := rn.s, rn.em, rn.sess
+	model, reqID := mc.model, mc.reqID
+	var err error
 	if t.held != nil {
 		s.opts.Metrics.BufferedResponseBytes(int(t.held.cs.Size()))
 	} else {
@@ -563,25 +675,25 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	// Only choice 0 is judged, so a response with more choices fails closed
 	// rather than release an unjudged one.
 	if v.nChoices != 1 {
-		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response must carry exactly one choice"))
-		return turn{}, false
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "response must carry exactly one choice"))
+		return false
 	}
 
 	// Legacy function calls and custom tools would bypass the tool seam:
 	// fail closed.
 	if v.foreignTool {
-		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "tool calls other than function calls are not mediated"))
-		return turn{}, false
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "tool calls other than function calls are not mediated"))
+		return false
 	}
 	if !isNull(v.fnCall) {
-		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
-		return turn{}, false
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
+		return false
 	}
 	// Members no point judges never reach the client.
 	var stripped bool
 	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {
-		rn.blocked(em.EmitHostDeny(ctx, sess.ps, incomplete, points.ReasonAdapterUnsupported, "response members could not be removed"))
-		return turn{}, false
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "response members could not be removed"))
+		return false
 	}
 	// A stream that carried members its completion leaves out is
 	// re-derived rather than replayed, like one whose message had some.
@@ -597,21 +709,21 @@ func (rn *run) modelTurn(ctx context.Context, body []byte) (turn, bool) {
 	if u := v.usageMember(); u != nil {
 		t.post = t.post.With("usage", u)
 	}
-	res = em.EmitIn(ctx, sess.ps, t.post, rn.buffer)
+	res := em.EmitIn(ctx, sess.ps, t.post, rn.buffer)
 	if !res.Proceed {
 		rn.blocked(res)
-		return turn{}, false
+		return false
 	}
 	if res.Transformed {
 		if t.completion, err = writeBackResponse(t.completion, res.Target()); err != nil {
 			rn.failClosed(t.post, "response write-back failed")
-			return turn{}, false
+			return false
 		}
 		t.modified = true
 		v = viewCompletion(t.completion)
 	}
 	t.view = v
-	return t, true
+	return true
 }
 
 // Bounds of drainAfterDone: what may follow data: [DONE] and how long the
@@ -644,7 +756,7 @@ func drainAfterDone(body io.Reader, cancel context.CancelFunc) {
 // last chunk, a stream's data: [DONE], wait for it), so a client that has
 // the whole answer finds the run's records complete; a slow shutdown
 // policy delays that end.
-func (rn *run) release(t turn, body, completion []byte, modified, final bool) {
+func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 	w := rn.w
 	var rendered []byte
 	var err error
