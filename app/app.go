@@ -76,7 +76,20 @@ func emitterWith(cfg *config.Config, opts Options, limits config.Limits) (*point
 	ec.Observer = opts.Observer
 	ec.Logger = opts.Logger
 	ec.MaxContextBytes = int(limits.ContextBytes())
-	return points.NewEmitter(ec)
+	em, err := points.NewEmitter(ec)
+	if err != nil {
+		return nil, err
+	}
+	if bo, ok := opts.Observer.(BindingsObserver); ok {
+		bo.BindingsLoaded(ec.Bindings)
+	}
+	return em, nil
+}
+
+// BindingsObserver is told of the bindings each loaded configuration
+// dispatches (metrics start their failure counters at zero).
+type BindingsObserver interface {
+	BindingsLoaded([]points.Binding)
 }
 
 // New builds the proxy for cfg; path, when set, is the file Reload re-reads.

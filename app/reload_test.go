@@ -291,3 +291,51 @@ func TestReloadAppliesPassthrough(t *testing.T) {
 	}
 	_ = sink
 }
+
+// bindingsSeen records the bindings each loaded configuration announces.
+type bindingsSeen struct {
+	mu    sync.Mutex
+	loads [][]string
+}
+
+func (b *bindingsSeen) Emission(*points.Record, time.Duration)                          {}
+func (b *bindingsSeen) Interceptor(string, points.Point, points.Verdict, time.Duration) {}
+func (b *bindingsSeen) BindingsLoaded(bs []points.Binding) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var names []string
+	for _, x := range bs {
+		names = append(names, x.Name)
+	}
+	b.loads = append(b.loads, names)
+}
+
+// The metrics start a binding's failure counters when its configuration
+// loads, at start and at every reload, so an alert sees its first failure.
+func TestBindingsAnnouncedAtStartAndReload(t *testing.T) {
+	up := httptest.NewServer(scripted.New())
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "hooksproxy.yaml")
+	writeAtomic(t, path, reloadConfig(up.URL, "v1", ""))
+	seen := &bindingsSeen{}
+	opts := app.Options{Observer: seen}
+	cfg, err := app.Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Server.Close()
+	writeAtomic(t, path, reloadConfig(up.URL, "v2", ""))
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	got := fmt.Sprint(seen.loads)
+	if want := "[[v1-output v1-allow] [v2-output v2-allow]]"; got != want {
+		t.Errorf("bindings announced %s, want %s", got, want)
+	}
+}

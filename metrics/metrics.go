@@ -25,7 +25,7 @@
 //	hooksproxy_emission_duration_seconds{point}                   histogram
 //	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
 //	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
-//	hooksproxy_interceptor_failures_total{binding,point,reason}   counter
+//	hooksproxy_interceptor_failures_total{binding,point,reason}   counter (starts at 0 for each loaded binding, point and failure reason)
 //	hooksproxy_records_dropped_total{sink}                        counter
 //	hooksproxy_record_sink_errors_total{sink,op}                  counter
 //	hooksproxy_config_reloads_total{result}                       counter (success|failure)
@@ -269,6 +269,33 @@ func (m *Metrics) Interceptor(name string, p points.Point, v points.Verdict, ela
 	s.verdicts.Inc()
 	if v.Decision == points.DecisionDeny && points.IsHostError(v.Reason) {
 		inc(m.interceptorFailures, s.binding, s.point, m.reasonLabel(v.Reason))
+	}
+}
+
+// failureReasons are the reasons the emitter gives an interceptor call it
+// replaces with a fail-closed deny (a panic or error, a timeout, a verdict
+// outside the contract).
+var failureReasons = []points.Reason{points.ReasonInterceptorFailed, points.ReasonInterceptorTimeout, points.ReasonVerdictInvalid}
+
+// BindingsLoaded starts the failure counters of the bindings a loaded
+// configuration dispatches at zero, at each point they apply to, so that
+// an alert on increase() sees a binding's first failure: a series that
+// appears with the value 1 has no increase to show.
+func (m *Metrics) BindingsLoaded(bs []points.Binding) {
+	if m == nil {
+		return
+	}
+	for _, b := range bs {
+		name := m.bindings.label(b.Name)
+		at := b.At
+		if len(at) == 0 {
+			at = points.AllPoints()
+		}
+		for _, p := range at {
+			for _, r := range failureReasons {
+				m.interceptorFailures.WithLabelValues(name, pointLabel(p), m.reasonLabel(string(r)))
+			}
+		}
 	}
 }
 

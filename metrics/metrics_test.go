@@ -175,6 +175,33 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	m.ActiveSessions(1)
 	m.Tokens(1, 1)
 	m.ConfigReload(true)
+	m.BindingsLoaded([]points.Binding{{Name: "x"}})
+}
+
+func TestBindingsLoadedStartsFailuresAtZero(t *testing.T) {
+	m, reg := newMetrics(t)
+	m.BindingsLoaded([]points.Binding{
+		{Name: "egress", At: []points.Point{points.PreToolCall}},
+		{Name: "everywhere"},
+	})
+	// Only the loaded bindings' points: 1 + 8 points, three reasons each.
+	if n := testutil.CollectAndCount(m.interceptorFailures); n != 27 {
+		t.Errorf("%d failure series, want 27", n)
+	}
+	for _, r := range []string{"host_error:interceptor_failed", "host_error:interceptor_timeout", "host_error:verdict_invalid"} {
+		c := m.interceptorFailures.WithLabelValues("egress", "pre_tool_call", r)
+		if v := testutil.ToFloat64(c); v != 0 {
+			t.Errorf("%s = %v before any failure", r, v)
+		}
+	}
+	// The first failure then counts on the series that already exists.
+	m.Interceptor("egress", points.PreToolCall, points.Verdict{Decision: points.DecisionDeny, Reason: "host_error:interceptor_timeout"}, time.Millisecond)
+	if v := testutil.ToFloat64(m.interceptorFailures.WithLabelValues("egress", "pre_tool_call", "host_error:interceptor_timeout")); v != 1 {
+		t.Errorf("after one timeout the counter is %v", v)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRegisterTwiceFails(t *testing.T) {
