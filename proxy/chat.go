@@ -19,8 +19,11 @@ import (
 
 // run carries one mediated request through its points.
 type run struct {
-	s    *Server
-	em   *points.Emitter
+	s  *Server
+	em *points.Emitter
+	// pol holds em and the settings that came with it: read once per
+	// request, so a reload meanwhile changes neither.
+	pol  *policy
 	sess *session
 	w    http.ResponseWriter
 	r    *http.Request
@@ -104,7 +107,8 @@ func (rn *run) blocked(res points.Result) {
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID(w, r) // on every answer, refusals included
-	em := s.Emitter()
+	pol := s.pol.Load()
+	em := pol.em
 	if em == nil {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return
@@ -113,7 +117,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	// is held, and while pre_model_call's interceptors run below them,
 	// stay small: a request goroutine that passes 16 KiB there keeps a
 	// 32 KiB stack for as long as its answer is held.
-	req, ok := s.admitChat(w, r)
+	req, ok := s.admitChat(w, r, pol.st)
 	if !ok {
 		return
 	}
@@ -123,7 +127,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.sessions.release(sess, s.opts.Now())
-	rn := &run{s: s, em: em, sess: sess, w: w, r: r}
+	rn := &run{s: s, em: em, pol: pol, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
 	ctx := points.WithRequestID(r.Context(), reqID)
 	rn.r = r.WithContext(ctx)
@@ -147,7 +151,7 @@ type chatRequest struct {
 
 // admitChat reads and checks a chat completion request; when it returns
 // false the refusal has been written.
-func (s *Server) admitChat(w http.ResponseWriter, r *http.Request) (chatRequest, bool) {
+func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
 		return chatRequest{}, false
@@ -190,9 +194,7 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request) (chatRequest,
 			return chatRequest{}, false
 		}
 	}
-	// Read once: the header is checked and used under the same setting,
-	// whatever a reload does meanwhile.
-	allowAgent := s.cur().AllowAgentHeader
+	allowAgent := st.AllowAgentHeader
 	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
 		if msg := checkIdent("agent id", vs[0]); msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
@@ -267,7 +269,7 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	}
 
 	// Tool results and withheld calls in the history the agent replays.
-	if b, res := s.applyToolHistory(ctx, em, sess, body); res != nil {
+	if b, res := s.applyToolHistory(ctx, rn.pol, sess, body); res != nil {
 		rn.blocked(*res)
 		return nil, false
 	} else {
@@ -323,7 +325,7 @@ func (rn *run) turns(ctx context.Context, body []byte, msgs []gjson.Result) {
 // before it. It returns the body of the next model call and true when the
 // proxy continues on its own.
 func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjson.Result, n int, sp *spent) ([]byte, bool) {
-	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	s, sess, w := rn.s, rn.sess, rn.w
 	completion, modified := t.completion, t.modified
 	calls := gjson.ParseBytes(t.view.toolCalls).Array()
 	final := len(calls) == 0
@@ -345,13 +347,13 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 			}
 			modified = modified || changed
 		}
-		if s.cur().TransparentToolSeam {
+		if rn.pol.st.TransparentToolSeam {
 			history := map[string]bool{}
 			ids, _ := toolCallIDsIn(body)
 			for _, id := range ids {
 				history[id] = true
 			}
-			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, em, sess, completion, history)
+			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, rn.pol, sess, completion, history)
 			if halt != nil {
 				rn.blocked(*halt)
 				return nil, false
@@ -369,7 +371,7 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 						return nil, false
 					}
 				}
-				if n >= s.cur().MaxAutoTurns {
+				if n >= rn.pol.st.MaxAutoTurns {
 					if lastDeny != nil {
 						rn.blocked(*lastDeny)
 						return nil, false

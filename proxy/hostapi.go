@@ -106,8 +106,9 @@ func hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string)
 // hostSession finds the session named sid, starting it (agent_startup) if
 // it is new; with onlyOpen it never starts one, and answers 409 for a
 // session that is not open.
-func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bool) (*session, *points.Emitter, bool) {
-	em := s.Emitter()
+func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bool) (*session, *policy, bool) {
+	pol := s.pol.Load()
+	em := pol.em
 	if em == nil {
 		writeError(w, http.StatusServiceUnavailable, "agent_hooks_host_error", "no policy loaded", "host_error:no_interceptor")
 		return nil, nil, false
@@ -158,17 +159,17 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bo
 		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
 		return nil, nil, false
 	}
-	return sess, em, true
+	return sess, pol, true
 }
 
 // toolSeamAnswer writes the outcome of a tool-seam emission: the control
 // error for a policy deny (the agent hands it to the model, the loop goes
 // on) and, under the terminate posture, 503 for a host error.
-func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, em *points.Emitter, sess *session, res *points.Result, control json.RawMessage) {
-	if res != nil && s.terminates(*res) {
+func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, pol *policy, sess *session, res *points.Result, control json.RawMessage) {
+	if res != nil && terminates(pol.st, *res) {
 		writeBlocked(w, *res)
 		if s.sessions.end(sess, "error") {
-			s.shutdown(r.Context(), em, sess, "error")
+			s.shutdown(r.Context(), pol.em, sess, "error")
 		}
 		return
 	}
@@ -203,7 +204,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "'args' must be an object", "invalid_request")
 		return
 	}
-	sess, em, ok := s.hostSession(w, r, false)
+	sess, pol, ok := s.hostSession(w, r, false)
 	if !ok {
 		return
 	}
@@ -212,14 +213,14 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	// Linked before the pre runs: a chat follow-up carrying this call's
 	// result while its pre waits (an approval) is the same turn going on.
 	s.sessions.link(sess, []string{cid}, -1)
-	out, res, existing := s.preTool(r.Context(), em, sess, cid, name.Str, argsRaw)
+	out, res, existing := s.preTool(r.Context(), pol.em, sess, cid, name.Str, argsRaw)
 	if existing && (out.name != name.Str || (!points.JSONEqual(string(out.reqArgs), string(argsRaw)) && !points.JSONEqual(string(out.args), string(argsRaw)))) {
 		// The remembered verdict covers that call only, not a different one.
 		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
 		return
 	}
 	if !out.proceed {
-		s.toolSeamBlocked(w, r, em, sess, res, out.control)
+		s.toolSeamBlocked(w, r, pol, sess, res, out.control)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": json.RawMessage(out.args)})
@@ -244,7 +245,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a string", "invalid_request")
 		return
 	}
-	sess, em, ok := s.hostSession(w, r, true)
+	sess, pol, ok := s.hostSession(w, r, true)
 	if !ok {
 		return
 	}
@@ -262,7 +263,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	value := []byte(orNull(body.Get("result").Raw))
-	res, ran, already := s.postTool(r.Context(), em, sess, cid, value, isErrV.Type == gjson.True, nil)
+	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isErrV.Type == gjson.True, nil)
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {
@@ -272,7 +273,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !res.Proceed {
-		s.toolSeamBlocked(w, r, em, sess, res, controlError(points.PostToolCall, res.Verdict))
+		s.toolSeamBlocked(w, r, pol, sess, res, controlError(points.PostToolCall, res.Verdict))
 		return
 	}
 	result := json.RawMessage(value)

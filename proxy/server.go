@@ -95,8 +95,12 @@ func (noMetrics) Tokens(int64, int64)                      {}
 // Server is the HTTP front of hooksproxy.
 type Server struct {
 	opts     Options
-	emitter  atomic.Pointer[points.Emitter]
-	settings atomic.Pointer[Settings]
+	// pol is the emitter and settings in force, swapped as one (Apply);
+	// a request reads it once and keeps what it read.
+	pol atomic.Pointer[policy]
+	// applying serializes Swap and Apply, which each read the policy
+	// they replace.
+	applying sync.Mutex
 	sessions *sessions
 	client   *http.Client
 	router   chi.Router
@@ -160,10 +164,9 @@ func New(opts Options) *Server {
 	// key, to wherever the upstream points.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
-	s.emitter.Store(opts.Emitter)
-	s.settings.Store(&Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
+	s.pol.Store(&policy{em: opts.Emitter, st: &Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
 		TransparentToolSeam: opts.TransparentToolSeam, MaxAutoTurns: opts.MaxAutoTurns, ToolSeamHostError: opts.ToolSeamHostError,
-		AdminToken: opts.AdminToken})
+		AdminToken: opts.AdminToken}})
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
 	s.judged = newJudgedResults(maxJudgedResults)
 	s.sessions.gauge = opts.Metrics.ActiveSessions
@@ -174,8 +177,18 @@ func New(opts Options) *Server {
 // Swap installs a new emitter; requests already running keep the one they
 // started with.
 func (s *Server) Swap(e *points.Emitter) {
-	s.emitter.Store(e)
+	s.applying.Lock()
+	defer s.applying.Unlock()
+	s.pol.Store(&policy{em: e, st: s.pol.Load().st})
 	s.judged.reset() // what the old policy judged, the new one judges afresh
+}
+
+// policy is what a reload replaces in one step: the emitter and the
+// settings of one configuration, so that no request pairs one
+// configuration's interceptors with another's tool seam or posture.
+type policy struct {
+	em *points.Emitter
+	st *Settings
 }
 
 // Settings are the Options a config reload may change (Apply); the
@@ -195,9 +208,11 @@ type Settings struct {
 func (s *Server) Apply(e *points.Emitter, st Settings) {
 	st.MaxAutoTurns, st.ToolSeamHostError, st.Agent = defaultSeam(st.MaxAutoTurns, st.ToolSeamHostError, st.Agent)
 	st.Passthrough = slices.Clone(st.Passthrough)
-	s.settings.Store(&st)
+	s.applying.Lock()
+	defer s.applying.Unlock()
 	s.sessions.setAgent(st.Agent)
-	s.Swap(e)
+	s.pol.Store(&policy{em: e, st: &st})
+	s.judged.reset()
 }
 
 // defaultSeam fills the reloadable settings' defaults: 8 automatic turns,
@@ -219,10 +234,10 @@ func defaultSeam(turns int, posture string, a points.Agent) (int, string, points
 }
 
 // cur returns the settings in force.
-func (s *Server) cur() *Settings { return s.settings.Load() }
+func (s *Server) cur() *Settings { return s.pol.Load().st }
 
 // Emitter returns the emitter new requests use.
-func (s *Server) Emitter() *points.Emitter { return s.emitter.Load() }
+func (s *Server) Emitter() *points.Emitter { return s.pol.Load().em }
 
 // Router exposes the router so other packages can mount more routes.
 func (s *Server) Router() chi.Router { return s.router }

@@ -63,8 +63,8 @@ func controlError(p points.Point, v points.Verdict) json.RawMessage {
 
 // terminates reports whether a blocking verdict at the tool seam halts the
 // run: only host errors, and only under the terminate posture (§6.2).
-func (s *Server) terminates(res points.Result) bool {
-	return res.HostError() && s.cur().ToolSeamHostError == "terminate"
+func terminates(st *Settings, res points.Result) bool {
+	return res.HostError() && st.ToolSeamHostError == "terminate"
 }
 
 // preOutcome is a pre_tool_call outcome copied out under the session lock.
@@ -246,7 +246,8 @@ func contentIs(c gjson.Result, want string) bool {
 // calls withheld (remembered for splicing). It returns the rewritten
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
-func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *session, completion []byte, history map[string]bool) ([]byte, int, []string, *points.Result, *points.Result) {
+func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, completion []byte, history map[string]bool) ([]byte, int, []string, *points.Result, *points.Result) {
+	em := pol.em
 	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
 	var lastDeny *points.Result
@@ -279,7 +280,7 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 			r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool call id reused by the model")
 			return nil, 0, nil, &r, nil
 		}
-		if res != nil && !res.Proceed && s.terminates(*res) {
+		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
 		}
 		if !out.proceed {
@@ -343,7 +344,8 @@ func (s *Server) releaseCalls(ctx context.Context, em *points.Emitter, sess *ses
 // spliced back with their control errors so the model sees a consistent
 // conversation. It returns the new body, or a blocking result when the run
 // must halt.
-func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess *session, body []byte) ([]byte, *points.Result) {
+func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *session, body []byte) ([]byte, *points.Result) {
+	em := pol.em
 	msgs, tools := messageFields(body)
 	if !tools {
 		return body, nil // no tool call or result anywhere: nothing to do
@@ -351,7 +353,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 	// Emit post_tool_call for results seen for the first time, including
 	// results of calls this session never saw (checkChatRequest made sure
 	// every result answers a call in the history).
-	if s.cur().TransparentToolSeam {
+	if pol.st.TransparentToolSeam {
 		var first *points.Result
 		var calls map[string]seenCall
 		for _, m := range msgs {
@@ -376,7 +378,7 @@ func (s *Server) applyToolHistory(ctx context.Context, em *points.Emitter, sess 
 				seen = &c
 			}
 			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)
-			if ran && !res.Proceed && s.terminates(*res) {
+			if ran && !res.Proceed && terminates(pol.st, *res) {
 				first = res
 				break
 			}

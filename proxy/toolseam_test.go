@@ -262,3 +262,46 @@ func TestContinuationUsageIsCounted(t *testing.T) {
 		t.Fatalf("%d %s", r.StatusCode, b)
 	}
 }
+
+// A reload while a request runs changes neither its interceptors nor its
+// settings: the request started under a transparent seam that denies
+// delete_files, and the reload (no seam, allow everything) lands while
+// its pre_model_call is deciding. The calls must still be judged by the
+// first configuration's seam.
+func TestReloadMidRequestKeepsItsPolicy(t *testing.T) {
+	up, _ := seqUpstream(t, twoCalls("search", "delete_files"), plainCompletion)
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	gate := points.Binding{Name: "gate", At: []points.Point{points.PreModelCall}, Interceptor: points.InterceptorFunc(func(context.Context, *points.Context) (points.Verdict, error) {
+		once.Do(func() { close(entered); <-proceed })
+		return points.Allow(), nil
+	})}
+	p := seamProxy(t, up.URL, gate, denyTool("delete_files"))
+	em2, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: p.sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		status int
+		body   []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, body := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"clean up"}]}`)
+		done <- answer{resp.StatusCode, body}
+	}()
+	<-entered
+	p.srv.Apply(em2, Settings{TransparentToolSeam: false})
+	close(proceed)
+	a := <-done
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d: %s", a.status, a.body)
+	}
+	calls := gjson.GetBytes(a.body, "choices.0.message.tool_calls").Array()
+	if len(calls) != 1 || calls[0].Get("function.name").Str != "search" {
+		t.Fatalf("released calls %s; want only search, the first configuration's seam having withheld delete_files", gjson.GetBytes(a.body, "choices.0.message.tool_calls").Raw)
+	}
+	if n := count(p.sink, points.PreToolCall); n != 2 {
+		t.Errorf("%d pre_tool_call records, want 2", n)
+	}
+}
