@@ -132,6 +132,11 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	ctx := points.WithRequestID(r.Context(), reqID)
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
+	if h := s.opts.SessionHeader; !strings.EqualFold(h, "X-Agent-Hooks-Session") {
+		// A client that names sessions with a header of its own reads the
+		// id back under that name too.
+		w.Header().Set(h, sess.ps.ID())
+	}
 	body, ok := rn.open(ctx, created, req)
 	if !ok {
 		return

@@ -94,7 +94,7 @@ func (noMetrics) Tokens(int64, int64)                      {}
 
 // Server is the HTTP front of hooksproxy.
 type Server struct {
-	opts     Options
+	opts Options
 	// pol is the emitter and settings in force, swapped as one (Apply);
 	// a request reads it once and keeps what it read.
 	pol atomic.Pointer[policy]
@@ -259,6 +259,11 @@ func (s *Server) Start() {
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.sessions.run(ctx, every) }()
 }
+
+// Drain marks the server as shutting down: /readyz answers 503 from now on,
+// so a load balancer stops sending new requests while the listener is
+// still open and requests in flight finish.
+func (s *Server) Drain() { s.closing.Store(true) }
 
 // Close ends every open session with agent_shutdown{cancelled}. Call it after
 // http.Server.Shutdown has let in-flight requests finish.

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"sync"
@@ -142,5 +143,27 @@ func TestSessionKeepsClonesOfCallIDs(t *testing.T) {
 	}
 	if len(sess.tools) != 1 || len(sess.callIDs) != 1 {
 		t.Fatalf("tools %d, call ids %d; want 1 and 1", len(sess.tools), len(sess.callIDs))
+	}
+}
+
+// A session header of the deployment's own naming is answered under that
+// name as well as X-Agent-Hooks-Session.
+func TestCustomSessionHeaderEchoed(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	sink := points.NewMemorySink(0)
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em, SessionHeader: "X-My-Session"})
+	hs := httptest.NewServer(s)
+	defer func() { hs.Close(); s.Close() }()
+	resp, body := post(t, hs.URL, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "X-My-Session", "conv-7")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	if a, b := resp.Header.Get("X-My-Session"), resp.Header.Get("X-Agent-Hooks-Session"); a != "conv-7" || b != "conv-7" {
+		t.Errorf("X-My-Session %q, X-Agent-Hooks-Session %q; want conv-7 in both", a, b)
 	}
 }

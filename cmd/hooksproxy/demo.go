@@ -38,24 +38,25 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var c commonFlags
-	c.register(fs)
+	c.registerLog(fs) // no --config: the demo's policies are its own (demo.yaml)
 	c.registerListen(fs, "127.0.0.1:8080", "address the demo proxy listens on")
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if n := strings.TrimLeft(a, "-"); n != a && (n == "config" || strings.HasPrefix(n, "config=")) {
+			// HOOKSPROXY_CONFIG in the environment is left for serve.
+			fmt.Fprintln(stderr, "hooksproxy demo: --config is not used by the demo, which runs its own policies; run `hooksproxy serve --config FILE` for yours")
+			return 2
+		}
+	}
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
 	// The demo is quieter than serve by default; a --log-level given on
 	// the command line still wins.
-	explicit, config := false, false
-	fs.Visit(func(f *flag.Flag) {
-		explicit = explicit || f.Name == "log-level"
-		config = config || f.Name == "config"
-	})
-	if config {
-		// The demo's policies are its own (demo.yaml); HOOKSPROXY_CONFIG
-		// in the environment is left for serve.
-		fmt.Fprintln(stderr, "hooksproxy demo: --config is not used by the demo, which runs its own policies; run `hooksproxy serve --config FILE` for yours")
-		return 2
-	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "log-level" })
 	if !explicit {
 		c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
 	}

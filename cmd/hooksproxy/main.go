@@ -90,10 +90,39 @@ type commonFlags struct {
 	logFormat string
 	logLevel  string
 	listen    string
+	// shutdownDelay is serve's --shutdown-delay (validate checks the
+	// environment's value).
+	shutdownDelay string
 }
 
+// maxShutdownDelay bounds --shutdown-delay.
+const maxShutdownDelay = 10 * time.Minute
+
+// registerShutdown adds --shutdown-delay (env HOOKSPROXY_SHUTDOWN_DELAY).
+func (c *commonFlags) registerShutdown(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&c.shutdownDelay, "shutdown-delay", envOr("HOOKSPROXY_SHUTDOWN_DELAY", "0s"), usage+" (env HOOKSPROXY_SHUTDOWN_DELAY)")
+}
+
+// drainDelay is the parsed --shutdown-delay.
+func (c *commonFlags) drainDelay() (time.Duration, error) {
+	if c.shutdownDelay == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.shutdownDelay)
+	if err != nil || d < 0 || d > maxShutdownDelay {
+		return 0, fmt.Errorf("--shutdown-delay (env HOOKSPROXY_SHUTDOWN_DELAY) %q: must be a duration from 0s to 10m, such as 5s", c.shutdownDelay)
+	}
+	return d, nil
+}
+
+// register adds --config and the log flags.
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", os.Getenv("HOOKSPROXY_CONFIG"), "config file (env HOOKSPROXY_CONFIG)")
+	c.registerLog(fs)
+}
+
+// registerLog adds --log-format and --log-level.
+func (c *commonFlags) registerLog(fs *flag.FlagSet) {
 	fs.StringVar(&c.logFormat, "log-format", envOr("HOOKSPROXY_LOG_FORMAT", "text"), "log format: text or json (env HOOKSPROXY_LOG_FORMAT)")
 	fs.StringVar(&c.logLevel, "log-level", envOr("HOOKSPROXY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env HOOKSPROXY_LOG_LEVEL)")
 }
@@ -118,6 +147,9 @@ func (c *commonFlags) check() []error {
 		if err := config.CheckListen(c.listen); err != nil {
 			errs = append(errs, fmt.Errorf("--listen (env HOOKSPROXY_LISTEN) %q: %w", c.listen, err))
 		}
+	}
+	if _, err := c.drainDelay(); err != nil {
+		errs = append(errs, err)
 	}
 	return errs
 }
@@ -161,6 +193,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	var c commonFlags
 	c.register(fs)
 	c.registerListen(fs, "", "the listen address serve would use instead of the config's")
+	c.registerShutdown(fs, "the shutdown delay serve would use")
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
@@ -210,6 +243,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var c commonFlags
 	c.register(fs)
 	c.registerListen(fs, "", "override the config's listen address")
+	c.registerShutdown(fs, "on SIGTERM, keep accepting requests this long with /readyz answering 503, so load balancers stop routing here before the listener closes")
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
@@ -240,6 +274,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
+	rt.drainDelay, _ = c.drainDelay() // checked above (c.check)
 	return rt.wait(ctx)
 }
 
@@ -252,6 +287,9 @@ type runtime struct {
 	log    *slog.Logger
 	stop   func()
 	wiring *wiring
+	// drainDelay is how long a shutdown keeps serving with /readyz at 503
+	// before it closes the listener.
+	drainDelay time.Duration
 }
 
 func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Logger, extra []app.Extra) (*runtime, error) {
@@ -327,6 +365,17 @@ func (rt *runtime) wait(ctx context.Context) int {
 			return 1
 		}
 	case <-ctx.Done():
+		// Not ready from the first moment of the shutdown; with a delay,
+		// the listener stays open meanwhile so that load balancers see
+		// the 503 rather than a refused connection.
+		rt.app.Server.Drain()
+		if rt.drainDelay > 0 {
+			rt.log.Info("shutting down: /readyz answers 503; serving on until the listener closes", "delay", rt.drainDelay.String())
+			select {
+			case <-time.After(rt.drainDelay):
+			case <-rt.done:
+			}
+		}
 	}
 	rt.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -52,9 +53,66 @@ func TestHelp(t *testing.T) {
 	}
 	for _, cmd := range []string{"serve", "validate", "demo", "conformance"} {
 		_, errs, code := runCmd(t, cmd, "--help")
-		if code != 0 || !strings.Contains(errs, "-config") && !strings.Contains(errs, "-vectors") {
+		if code != 0 || !strings.Contains(errs, "-config") && !strings.Contains(errs, "-vectors") && !strings.Contains(errs, "-listen") {
 			t.Errorf("%s --help: exit %d, stderr %q", cmd, code, errs)
 		}
+	}
+	// The demo runs its own policies: its help offers no --config, and one
+	// given is refused with the command that takes it.
+	if _, errs, _ := runCmd(t, "demo", "--help"); strings.Contains(errs, "-config") {
+		t.Errorf("demo --help lists --config:\n%s", errs)
+	}
+	for _, args := range [][]string{{"--config", "x.yaml"}, {"-config=x.yaml"}, {"--log-level", "debug", "--config=x.yaml"}} {
+		_, errs, code := runCmd(t, append([]string{"demo"}, args...)...)
+		if code != 2 || !strings.Contains(errs, "--config is not used by the demo") {
+			t.Errorf("demo %v: exit %d, stderr %q", args, code, errs)
+		}
+	}
+}
+
+// A shutdown with a delay keeps the listener open and answers /readyz 503
+// until the delay ends, then stops.
+func TestShutdownDelayAnswersNotReady(t *testing.T) {
+	path := writeConfig(t, baseConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := startRuntime(ctx, path, "127.0.0.1:0", slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt.drainDelay = time.Minute // ended below by the server's own stop
+	ready := func() int {
+		resp, err := http.Get("http://" + rt.addr + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := ready(); got != http.StatusOK {
+		t.Fatalf("/readyz before shutdown: %d", got)
+	}
+	stopped := make(chan int, 1)
+	go func() { stopped <- rt.wait(ctx) }()
+	cancel()
+	got := 0
+	for range 1000 { // bounded: the drain marks the server at once
+		if got = ready(); got == http.StatusServiceUnavailable {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz during the shutdown delay: %d, want 503", got)
+	}
+	// A request still gets served while draining.
+	resp, err := http.Get("http://" + rt.addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz while draining: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	_ = rt.hs.Close() // ends Serve, which ends the delay early
+	if code := <-stopped; code != 0 {
+		t.Fatalf("wait returned %d", code)
 	}
 }
 
