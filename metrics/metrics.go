@@ -209,6 +209,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	for _, r := range []string{"success", "failure"} {
 		m.configReloads.WithLabelValues(r)
 	}
+	for _, p := range points.AllPoints() {
+		for _, or := range [][2]string{{"approval", "approve"}, {"approval", "failed"}, {"rejection", "reject"}, {"rejection", "unresolved"}, {"rejection", "failed"}} {
+			m.approvals.WithLabelValues(string(p), or[0], or[1])
+		}
+	}
 	m.promptTokens, m.completionTokens = m.tokens.WithLabelValues("prompt"), m.tokens.WithLabelValues("completion")
 	// A running process has a configuration that loaded.
 	m.configLastOK.Set(1)
