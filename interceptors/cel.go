@@ -46,9 +46,7 @@ type CEL struct {
 
 func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c celConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	var ps problems
 	if len(c.Rules) == 0 {
 		ps.add(cfgErr(configRoot+".rules", "needs at least one rule"))
@@ -94,7 +92,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		}
 		out.rules = append(out.rules, celRule{prg: prg, verdict: rc.Verdict})
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	return out, nil

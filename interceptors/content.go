@@ -128,9 +128,7 @@ type contentRules struct {
 
 func compileContent(config []byte) (*contentRules, error) {
 	var c contentConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	cr := &contentRules{groups: map[string][]pattern{}, reasons: map[string]string{}, messages: map[string]string{}, mask: DefaultMask}
 	if c.Mask != nil {
 		cr.mask = *c.Mask
@@ -185,7 +183,7 @@ func compileContent(config []byte) (*contentRules, error) {
 	if total == 0 {
 		ps.add(cfgErr(configRoot, "needs at least one pattern under deny, redact, escalate or warn, or a pack"))
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	return cr, nil

@@ -3,6 +3,7 @@ package interceptors
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -65,6 +66,45 @@ func (ps *problems) add(err error) {
 		return
 	}
 	*ps = append(*ps, err)
+}
+
+// after returns the problems of a config that was compiled although its
+// decode failed (decoded is decodeConfig's error), so that one load reports
+// a bad regex beside a wrong type: the decode's problems, then those of
+// ps at paths unrelated to them. A problem at, inside or around a path
+// that did not decode follows from the value that could not be read, and
+// is left out.
+func (ps problems) after(decoded error) error {
+	if decoded == nil {
+		return ps.err()
+	}
+	var all problems
+	all.add(decoded)
+	var failed []string
+	for _, d := range all {
+		var ce *ConfigError
+		if !errors.As(d, &ce) {
+			return all.err() // not a path problem: nothing else is trustworthy
+		}
+		failed = append(failed, ce.Path)
+	}
+	for _, p := range ps {
+		var ce *ConfigError
+		if !errors.As(p, &ce) || slices.ContainsFunc(failed, func(f string) bool { return relatedPaths(f, ce.Path) }) {
+			continue
+		}
+		all = append(all, p)
+	}
+	return all.err()
+}
+
+// relatedPaths reports whether a and b are the same config path or one is
+// inside the other.
+func relatedPaths(a, b string) bool {
+	inside := func(outer, inner string) bool {
+		return strings.HasPrefix(inner, outer) && (len(inner) == len(outer) || inner[len(outer)] == '.' || inner[len(outer)] == '[')
+	}
+	return inside(a, b) || inside(b, a)
 }
 
 // err is nil, the one problem, or all of them as one error.

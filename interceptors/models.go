@@ -24,9 +24,7 @@ type Models struct {
 
 func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c modelsConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	var ps problems
 	if c.Allow == nil && c.Deny == nil {
 		ps.add(cfgErr(configRoot, "needs allow or deny"))
@@ -38,7 +36,7 @@ func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	ps.add(err)
 	m.deny, err = compileGlobs(configRoot+".deny", c.Deny)
 	ps.add(err)
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -172,9 +172,7 @@ const urlExpr = "(?i)\\b[a-z][a-z0-9+.-]*://[^\\s\"'<>`]+"
 
 func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c toolsConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	t := &Tools{hasAllow: c.Allow != nil}
 	var ps problems
 	var err error
@@ -234,7 +232,7 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	if !t.hasAllow && len(c.Deny) == 0 && len(c.Escalate) == 0 && len(c.Args) == 0 && !t.egress {
 		ps.add(cfgErr(configRoot, "needs at least one of allow, deny, escalate, args or egress"))
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	return t, nil
