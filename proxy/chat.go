@@ -630,10 +630,18 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
 		rn.end("error", false)
-	case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrStreamRead):
+		// Cut short, reset or broken: the upstream's failure, answered
+		// as such (no post_model_call: there is no response to judge).
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
 		rn.end("error", false)
+	case errors.Is(err, ErrMalformedChunk):
+		// Not a chat completion stream, like a json body that is not
+		// acceptable JSON.
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream carried an event that is not a chat completion chunk; nothing of it was released", "upstream_invalid_response")
+		rn.end("error", false)
 	default:
+		// Over max_buffered_response_bytes: the proxy cannot hold it.
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
 	}
 }

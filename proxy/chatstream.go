@@ -33,6 +33,9 @@ var (
 	ErrMissingDone = errors.New("proxy: upstream stream ended without data: [DONE]")
 	// ErrMalformedChunk is matched by every *ChunkError.
 	ErrMalformedChunk = errors.New("proxy: malformed chat completion chunk")
+	// ErrStreamRead means the upstream body failed before its end (a
+	// reset, a broken connection).
+	ErrStreamRead = errors.New("proxy: reading upstream stream")
 	// ErrUpstreamStreamError is matched by every *UpstreamStreamError.
 	ErrUpstreamStreamError = errors.New("proxy: upstream reported an error inside the stream")
 	// ErrInvalidCompletion means RederiveChatStream was given something
@@ -242,7 +245,7 @@ func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
 			case errors.Is(err, io.ErrUnexpectedEOF):
 				err = fmt.Errorf("%w: %w", ErrMissingDone, err)
 			default:
-				err = fmt.Errorf("proxy: reading upstream stream: %w", err)
+				err = fmt.Errorf("%w: %w", ErrStreamRead, err)
 			}
 			return n, s.fail(err)
 		}
