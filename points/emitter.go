@@ -246,7 +246,7 @@ func (e *Emitter) EmitIn(ctx context.Context, s *Session, ev Event, lend func(n 
 	}
 	raw, err := s.build(ev, seq, now, lend)
 	if err != nil {
-		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
+		return e.hostFailure(ctx, ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
 	facts := &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: string(appendTimestamp(make([]byte, 0, 24), now)), trace: traceOf(ev, s),
 		built: s, ev: ev, now: now}
@@ -264,22 +264,23 @@ func (e *Emitter) EmitContext(ctx context.Context, raw []byte) Result {
 // could not construct at all (§10.3 host projection failure): a deny
 // host_error:context_invalid with null identities. detail must be
 // payload-free (a type name or a path).
-func (e *Emitter) RecordHostFailure(p Point, s *Session, detail string) Result {
+func (e *Emitter) RecordHostFailure(ctx context.Context, p Point, s *Session, detail string) Result {
 	seq := int64(-1)
 	sid := ""
 	if s != nil {
 		seq, sid = s.nextSequence(), s.ID()
 	}
-	return e.hostFailure(p, sid, seq, e.cfg.Now(), ReasonContextInvalid, detail, time.Now())
+	return e.hostFailure(ctx, p, sid, seq, e.cfg.Now(), ReasonContextInvalid, detail, time.Now())
 }
 
-func (e *Emitter) hostFailure(p Point, sid string, seq int64, now time.Time, reason Reason, detail string, start time.Time) Result {
+func (e *Emitter) hostFailure(ctx context.Context, p Point, sid string, seq int64, now time.Time, reason Reason, detail string, start time.Time) Result {
 	v := hostError(reason, detail)
 	rec := &Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(v),
 		IdentityProvider: e.providerName, SessionID: sid, Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
+		HTTPRequestID: RequestIDFrom(ctx),
 	}
 	e.deliver(rec, start)
 	return Result{Record: rec, Verdict: v, Proceed: e.cfg.Mode == EvaluateOnly}
@@ -1084,7 +1085,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 	now := e.cfg.Now()
 	raw, err := s.build(ev, seq, now, nil)
 	if err != nil {
-		return e.hostFailure(ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
+		return e.hostFailure(ctx, ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
 	v := hostError(reason, detail)
 	rec := &Record{

@@ -274,10 +274,17 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		}
 		fresh := id != c.Get("id").Str
 		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		if existing && !fresh {
+			// Another request of this session registered the same id
+			// between the check above and here (two answers of one model
+			// that numbers its calls alike): this call is a reused id too.
+			id, fresh, changed = freshCallID(id), true, true
+			out, res, existing = s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
+		}
 		if existing {
-			// Another request registered the fresh id at the same moment:
-			// fail closed rather than let one verdict cover two calls.
-			r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool call id reused by the model")
+			// Even a fresh id was taken: fail closed rather than let one
+			// verdict cover two calls.
+			r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, "tool call id reused by the model")
 			return nil, 0, nil, &r, nil
 		}
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
@@ -331,7 +338,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 	arr = append(arr, ']')
 	out, err := sjson.SetRawBytes(completion, "choices.0.message.tool_calls", arr)
 	if err != nil {
-		r := em.RecordHostFailure(points.PreToolCall, sess.ps, "tool calls could not be rewritten")
+		r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, "tool calls could not be rewritten")
 		return nil, 0, nil, &r, nil
 	}
 	return out, len(kept), withheld, nil, lastDeny
