@@ -766,11 +766,12 @@ func drainAfterDone(body io.Reader, cancel context.CancelFunc) {
 // when nothing changed, otherwise events re-derived from the verdicted
 // completion (rendered first, so a failure is known before any byte).
 //
-// A final answer ends a header-less run: its agent_shutdown is emitted right
-// after the answer is written and before the answer ends (a JSON body's
-// last chunk, a stream's data: [DONE], wait for it), so a client that has
-// the whole answer finds the run's records complete; a slow shutdown
-// policy delays that end.
+// A final answer ends a header-less run, and its agent_shutdown is emitted
+// before the answer is written: a client that has any byte of the answer
+// finds the run's records complete, and a slow shutdown policy cannot be
+// cut by the answer's write deadline (which starts with the write). The
+// answer then goes out with the handler's return, in as few writes as the
+// server's buffer allows.
 func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 	w := rn.w
 	var rendered []byte
@@ -790,47 +791,27 @@ func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 			return
 		}
 	}
+	if final {
+		rn.end("completed", false)
+	}
 	copyHeaders(w.Header(), t.resp.Header)
-	// A stream that ends a header-less run keeps its data: [DONE] until
-	// agent_shutdown is emitted: SSE clients take [DONE] as the end.
-	holdDone := final && rn.sess.headerless
-	var held bool
 	if t.held != nil {
 		keepMediaType(w.Header(), "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")
 		w.Header().Set("X-Accel-Buffering", "no")
 		if modified {
-			held, err = writeWhole(w, t.resp.StatusCode, rendered, true, holdDone)
+			err = writeWhole(w, t.resp.StatusCode, rendered)
 		} else {
-			held, err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage, holdDone)
+			err = t.held.replay(w, t.resp.StatusCode, &rn.s.writers, t.omitUsage)
 		}
 	} else {
 		keepMediaType(w.Header(), "application/json")
-		_, err = writeWhole(w, t.resp.StatusCode, completion, false, false)
+		err = writeWhole(w, t.resp.StatusCode, completion)
 	}
 	if err != nil {
 		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
 	}
-	if final && rn.sess.headerless {
-		// The answer is out; its run's agent_shutdown, whose policies may
-		// take their time, must not be cut by the answer's write deadline.
-		rc := http.NewResponseController(w)
-		_ = rc.Flush()
-		_ = rc.SetWriteDeadline(time.Time{})
-	}
-	if final {
-		rn.end("completed", false)
-	}
-	if held && err == nil {
-		if _, err := io.WriteString(w, doneEvent); err != nil {
-			rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
-		}
-	}
 }
-
-// doneEvent is the last event of a chat completion stream as the proxy
-// writes it (replayed and re-derived streams alike use LF framing).
-const doneEvent = "data: [DONE]\n\n"
 
 // maxTurnInputs bounds the input emissions one request makes.
 const maxTurnInputs = 256
@@ -873,28 +854,16 @@ func keepMediaType(h http.Header, mt string) {
 	h.Set("Content-Type", mt)
 }
 
-// writeWhole sends a held answer in one write. It sets no Content-Length:
-// the answer then ends only when the handler returns, after the work that
-// follows it (a session end deferred to this request emits agent_shutdown
-// on the way out), so a client that has the whole answer also finds the
-// records of its run complete. A stream is flushed at once; its last
-// chunk still waits for the handler.
-//
-// With holdDone, a body that ends with data: [DONE] is written without it
-// (held reports so), for the caller to write once it may end.
-func writeWhole(w http.ResponseWriter, status int, body []byte, flush, holdDone bool) (held bool, err error) {
-	if holdDone && bytes.HasSuffix(body, []byte(doneEvent)) {
-		body, held = body[:len(body)-len(doneEvent)], true
-	}
+// writeWhole sends a held answer in one write. It sets no Content-Length
+// and does not flush: the answer then ends only when the handler returns,
+// after what follows it (a session end deferred to this request emits
+// agent_shutdown on the way out), so a client that has the whole answer
+// also finds the records of its run complete.
+func writeWhole(w http.ResponseWriter, status int, body []byte) error {
 	writeDeadline(w, len(body))
 	w.WriteHeader(status)
-	if _, err := w.Write(body); err != nil {
-		return held, err
-	}
-	if !flush {
-		return held, nil
-	}
-	return held, http.NewResponseController(w).Flush()
+	_, err := w.Write(body)
+	return err
 }
 
 // failClosed answers a host-side failure after a permitted verdict (a

@@ -52,7 +52,7 @@ func (s *Server) recycle(h *heldStream) {
 
 // replay releases the upstream events one for one, rendered first into a
 // pooled buffer so the answer goes out in one write.
-func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool, omitUsage, holdDone bool) (bool, error) {
+func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool, omitUsage bool) error {
 	b, _ := pool.Get().(*bytes.Buffer)
 	if b == nil {
 		b = new(bytes.Buffer)
@@ -64,9 +64,9 @@ func (h *heldStream) replay(w http.ResponseWriter, status int, pool *sync.Pool, 
 		}
 	}()
 	if err := h.cs.Replay(b, ReplayOptions{OmitUsageChunk: omitUsage}); err != nil {
-		return false, err
+		return err
 	}
-	return writeWhole(w, status, b.Bytes(), true, holdDone)
+	return writeWhole(w, status, b.Bytes())
 }
 
 // render derives the SSE events of the verdicted completion into memory,
