@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -488,4 +490,69 @@ func TestWeakIDsRealClientShapes(t *testing.T) {
 			t.Fatalf("%d runs: %v", n, points_(p.sink))
 		}
 	})
+}
+
+// Close with requests still running (a graceful shutdown that timed out)
+// cancels them through the base context and waits for them, so that each
+// session's agent_shutdown comes after its request's points.
+func TestCloseEndsRunningRequestsBeforeTheirSessions(t *testing.T) {
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		select { // the model takes its time
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer up.Close()
+	defer close(release)
+	sink := points.NewMemorySink(0)
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em})
+	s.Start()
+	hs := httptest.NewUnstartedServer(s)
+	hs.Config.BaseContext = s.BaseContext
+	hs.Start()
+	defer hs.Close()
+	var done sync.WaitGroup
+	for _, sid := range []string{"named-1", ""} { // a named session and a header-less run
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			hdr := []string{}
+			if sid != "" {
+				hdr = []string{"X-Agent-Hooks-Session", sid}
+			}
+			if r, _ := post(t, hs.URL, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, hdr...); r != nil {
+				r.Body.Close()
+			}
+		}()
+	}
+	arrived.Wait() // both requests wait on the upstream
+	s.Close()
+	finished := make(chan struct{})
+	go func() { done.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second): // bounded: Close returned with requests still running
+		t.Fatal("requests still running after Close")
+	}
+	bySession := map[string][]points.Point{}
+	for _, r := range sink.Records() {
+		bySession[r.SessionID] = append(bySession[r.SessionID], r.InterceptionPoint)
+	}
+	if len(bySession) != 2 {
+		t.Fatalf("records of %d sessions, want 2: %v", len(bySession), bySession)
+	}
+	for sid, ps := range bySession {
+		if ps[len(ps)-1] != points.AgentShutdown || slices.Index(ps, points.AgentShutdown) != len(ps)-1 {
+			t.Errorf("session %s: points %v; agent_shutdown must be last and once", sid, ps)
+		}
+	}
 }

@@ -108,6 +108,13 @@ type Server struct {
 	wg       sync.WaitGroup
 	stop     context.CancelFunc
 	closing  atomic.Bool
+	// base is the context requests are served under when the HTTP server
+	// uses BaseContext; Close cancels it (abort) so that requests a
+	// timed-out graceful shutdown left running end before their sessions'
+	// agent_shutdown. inflight counts requests in ServeHTTP.
+	base     context.Context
+	abort    context.CancelFunc
+	inflight atomic.Int64
 	// writers recycles the buffers that replay held streams: one per
 	// released stream would otherwise be allocated and grown.
 	writers sync.Pool
@@ -164,6 +171,7 @@ func New(opts Options) *Server {
 	// key, to wherever the upstream points.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
+	s.base, s.abort = context.WithCancel(context.Background())
 	s.pol.Store(&policy{em: opts.Emitter, st: &Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
 		TransparentToolSeam: opts.TransparentToolSeam, MaxAutoTurns: opts.MaxAutoTurns, ToolSeamHostError: opts.ToolSeamHostError,
 		AdminToken: opts.AdminToken}})
@@ -243,7 +251,20 @@ func (s *Server) Emitter() *points.Emitter { return s.pol.Load().em }
 func (s *Server) Router() chi.Router { return s.router }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	s.router.ServeHTTP(w, r)
+}
+
+// BaseContext is the context to serve requests under
+// (http.Server.BaseContext): Close cancels it, so that requests still
+// running when Close is called end, as cancelled, before the sessions they
+// belong to get agent_shutdown.
+func (s *Server) BaseContext(net.Listener) context.Context { return s.base }
+
+// closeWait bounds how long Close waits for cancelled requests to return.
+const closeWait = 5 * time.Second
 
 // Start runs the idle-session sweeper until Close.
 func (s *Server) Start() {
@@ -273,6 +294,12 @@ func (s *Server) Close() {
 		s.stop()
 	}
 	s.wg.Wait()
+	// Requests a timed-out shutdown left running are cancelled and waited
+	// for (bounded), so that their points precede their sessions' end.
+	s.abort()
+	for deadline := time.Now().Add(closeWait); s.inflight.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
 	for sess, reason := range s.sessions.drain() {
 		s.shutdown(context.Background(), s.Emitter(), sess, reason)
 	}

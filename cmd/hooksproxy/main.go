@@ -331,7 +331,10 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 	// held answer have deadlines of their own (proxy), since a whole-
 	// request ReadTimeout or WriteTimeout would cut long model calls.
 	hs := &http.Server{Handler: a.Server, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Requests a timed-out shutdown leaves running are cancelled by
+		// the proxy's Close, before their sessions end.
+		BaseContext: a.Server.BaseContext}
 	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log, wiring: wiring}
 	a.Server.Start()
 	wctx, cancel := context.WithCancel(ctx)
