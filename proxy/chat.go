@@ -166,7 +166,7 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
 		return chatRequest{}, false
 	}
-	body, err := readBounded(w, func() ([]byte, error) {
+	body, err := readBounded(w, r.ContentLength, s.opts.MaxRequestBytes, func() ([]byte, error) {
 		return s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
 	})
 	if err != nil {
@@ -817,15 +817,28 @@ func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 const maxTurnInputs = 256
 
 // bodyReadTimeout bounds reading one request body: a client that stalls
-// mid-body holds a connection and a buffer no longer than this.
+// mid-body holds a connection and a buffer no longer than this, and a
+// second more per 64 KiB the body may carry (its declared length, or the
+// limit when none is declared), so a large upload over a slow link is not
+// cut (8 MiB: 3 min 8 s).
 const bodyReadTimeout = time.Minute
 
-// readBounded runs read (of the request body) under bodyReadTimeout, then
-// lifts the deadline: left on, it would cut the connection's watch for a
-// client going away, and with it the request, during a long model call.
-func readBounded(w http.ResponseWriter, read func() ([]byte, error)) ([]byte, error) {
+// bodyDeadline is how long reading a body of declared bytes (negative:
+// unknown) may take when it may carry at most limit.
+func bodyDeadline(declared, limit int64) time.Duration {
+	if declared < 0 || declared > limit {
+		declared = limit
+	}
+	return bodyReadTimeout + time.Duration(declared>>16)*time.Second
+}
+
+// readBounded runs read (of a request body of declared bytes, at most
+// limit) under bodyReadTimeout, then lifts the deadline: left on, it would
+// cut the connection's watch for a client going away, and with it the
+// request, during a long model call.
+func readBounded(w http.ResponseWriter, declared, limit int64, read func() ([]byte, error)) ([]byte, error) {
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyReadTimeout)) // unsupported writers (tests) have none
+	_ = rc.SetReadDeadline(time.Now().Add(bodyDeadline(declared, limit))) // unsupported writers (tests) have none
 	b, err := read()
 	_ = rc.SetReadDeadline(time.Time{})
 	return b, err

@@ -84,7 +84,7 @@ func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, 
 // hostBodyOr is hostBody where an empty body stands for empty (a JSON
 // object; "" refuses it).
 func hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string) (gjson.Result, bool) {
-	b, err := readBounded(w, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
+	b, err := readBounded(w, r.ContentLength, max, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body too large or unreadable", "request_too_large")
 		return gjson.Result{}, false

@@ -176,3 +176,20 @@ func TestNoAutoContinuationAfterHostError(t *testing.T) {
 		t.Fatalf("%d %s after %d upstream calls", r.StatusCode, b, len(got()))
 	}
 }
+
+func TestBodyDeadlineGrowsWithTheBody(t *testing.T) {
+	for _, tc := range []struct {
+		declared, limit int64
+		want            time.Duration
+	}{
+		{300, 8 << 20, time.Minute},
+		{8 << 20, 8 << 20, time.Minute + 128*time.Second},
+		{-1, 8 << 20, time.Minute + 128*time.Second}, // chunked: as long as the limit allows
+		{1 << 30, 8 << 20, time.Minute + 128*time.Second},
+		{1 << 20, 8 << 20, time.Minute + 16*time.Second},
+	} {
+		if got := bodyDeadline(tc.declared, tc.limit); got != tc.want {
+			t.Errorf("bodyDeadline(%d, %d) = %s, want %s", tc.declared, tc.limit, got, tc.want)
+		}
+	}
+}
