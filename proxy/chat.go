@@ -97,6 +97,23 @@ func (rn *run) end(reason string, force bool) {
 	}
 }
 
+// cancelled ends a run whose request context ended: its client went away,
+// or the server is closing (Close cancels every request still running),
+// in which case the client, still connected, is told so rather than given
+// an empty 200.
+func (rn *run) cancelled() {
+	rn.tellClosing()
+	rn.end("cancelled", false)
+}
+
+// tellClosing answers 503 shutting_down when the server's Close cancelled
+// the request.
+func (rn *run) tellClosing() {
+	if rn.s.base.Err() != nil {
+		writeError(rn.w, http.StatusServiceUnavailable, "server_error", "hooksproxy is shutting down; nothing of this request's answer was released", "shutting_down")
+	}
+}
+
 // blocked answers a blocking verdict and ends a header-less run.
 func (rn *run) blocked(res points.Result) {
 	rn.s.log.Info("blocked", "session", rn.sess.ps.ID(), "point", res.Record.InterceptionPoint,
@@ -219,6 +236,7 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	body, msgs := req.body, req.msgs
 	var err error
 	if !created && !s.awaitStartup(ctx, sess) {
+		rn.tellClosing()
 		return nil, false // the client went away while the session was starting
 	}
 	sess.mu.Lock()
@@ -309,7 +327,7 @@ func (rn *run) turns(ctx context.Context, body []byte, msgs []gjson.Result) {
 		if n > 0 && ctx.Err() != nil {
 			// The client left while the proxy was deciding tool calls: no
 			// model call on its behalf, and the run ends as cancelled.
-			rn.end("cancelled", false)
+			rn.cancelled()
 			return
 		}
 		t = turn{}
@@ -510,7 +528,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if err != nil {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		if ctx.Err() != nil {
-			rn.end("cancelled", false) // the client went away
+			rn.cancelled() // the client went away, or the server is closing
 			return false
 		}
 		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "error", errors.Unwrap(err))
@@ -607,11 +625,12 @@ func (rn *run) preModel(ctx context.Context, body []byte) (modelCall, bool) {
 func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
 	if ctx.Err() != nil {
-		rn.end("cancelled", false)
+		rn.cancelled()
 		return
 	}
 	s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
 	var upErr *UpstreamStreamError
+	var chunkErr *ChunkError
 	switch {
 	case errors.As(err, &upErr):
 		// The upstream failed inside its 200 stream: an upstream
@@ -635,6 +654,12 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// as such (no post_model_call: there is no response to judge).
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
 		rn.end("error", false)
+	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonUnsupportedTool:
+		// Well formed, but a tool no point can judge: fail closed as a
+		// json answer with one does.
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "tool calls other than function calls are not mediated"))
+	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonTooManySlots:
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "stream carries more choices and tool calls than the proxy holds"))
 	case errors.Is(err, ErrMalformedChunk):
 		// Not a chat completion stream, like a json body that is not
 		// acceptable JSON.
@@ -651,7 +676,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, err error) {
 	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
 	if ctx.Err() != nil {
-		rn.end("cancelled", false)
+		rn.cancelled()
 		return
 	}
 	if int64(len(completion)) <= s.opts.MaxBufferedResponseBytes {

@@ -53,6 +53,14 @@ type ChunkError struct {
 	Reason string
 }
 
+// Reasons of a ChunkError for an event that is well formed but beyond what
+// the proxy mediates: the stream fails closed as a host error, not as the
+// upstream's fault.
+const (
+	reasonUnsupportedTool = "unsupported tool call type"
+	reasonTooManySlots    = "too many choices and tool calls"
+)
+
 func (e *ChunkError) Error() string {
 	return fmt.Sprintf("proxy: malformed chat completion chunk (event %d): %s", e.Event, e.Reason)
 }
@@ -859,7 +867,7 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	}
 	c, ok := a.choice(i)
 	if !ok {
-		return bad("too many choices and tool calls")
+		return bad(reasonTooManySlots)
 	}
 	if finish.Type == gjson.String {
 		c.finish = append(c.finish[:0], finish.Raw...)
@@ -1038,14 +1046,14 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	case typ.Exists() && typ.Type != gjson.Null && typ.Type != gjson.String:
 		return "tool call type is not a string"
 	case typ.Type == gjson.String && typ.Str != "" && typ.Str != "function":
-		return "unsupported tool call type"
+		return reasonUnsupportedTool
 	case fn.Exists() && fn.Type != gjson.Null && !fn.IsObject():
 		return "tool call function is not an object"
 	}
 	tc := c.tool(i)
 	if tc == nil {
 		if a.slots >= maxChatSlots {
-			return "too many choices and tool calls"
+			return reasonTooManySlots
 		}
 		a.slots++
 		c.tools = append(c.tools, toolAcc{index: i})

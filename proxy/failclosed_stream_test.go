@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// A streamed custom tool call (a valid chunk of a kind hooksproxy does not
+// mediate). README: "Tool calls other than function calls (custom tools)
+// fail closed with 503 adapter_unsupported"; the json path does.
+func TestStreamedCustomToolCallFailsClosed(t *testing.T) {
+	custom := chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_2","type":"custom","custom":{"name":"delete_files","input":"rm -rf /"}}]}`, "") +
+		chunk(`{}`, "tool_calls") + "data: [DONE]\n\n"
+	up, _ := upstream(t, custom, true, 1<<20)
+	p := seamProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, helloStream)
+	t.Logf("status %d code %q points %v", r.StatusCode, gjson.GetBytes(b, "error.code").Str, points_(p.sink))
+	if r.StatusCode != 503 || gjson.GetBytes(b, "error.code").Str != "host_error:adapter_unsupported" {
+		t.Errorf("streamed custom tool: %d %s; want 503 host_error:adapter_unsupported as for json", r.StatusCode, b)
+	}
+	if count(p.sink, points.PostModelCall) != 1 {
+		t.Errorf("post_model_call records %d, want 1 (the fail-closed deny)", count(p.sink, points.PostModelCall))
+	}
+}
+
+// Close cancels a request whose client is still connected: the client gets
+// 503 shutting_down, not an empty 200.
+func TestCloseAnswersConnectedClient503(t *testing.T) {
+	for _, sid := range []string{"named-1", ""} {
+		t.Run("sid="+sid, func(t *testing.T) {
+			release := make(chan struct{})
+			arrived := make(chan struct{}, 1)
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived <- struct{}{}
+				select {
+				case <-release:
+				case <-r.Context().Done():
+				}
+			}))
+			defer up.Close()
+			defer close(release)
+			sink := points.NewMemorySink(0)
+			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(up.URL)
+			s := New(Options{Upstream: u, Emitter: em})
+			s.Start()
+			hs := httptest.NewUnstartedServer(s)
+			hs.Config.BaseContext = s.BaseContext
+			hs.Start()
+			defer hs.Close()
+			type answer struct {
+				status int
+				body   string
+				err    error
+			}
+			got := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest("POST", hs.URL+"/v1/chat/completions", stringsReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("Content-Type", "application/json")
+				if sid != "" {
+					req.Header.Set("X-Agent-Hooks-Session", sid)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					got <- answer{err: err}
+					return
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got <- answer{status: resp.StatusCode, body: string(b)}
+			}()
+			<-arrived
+			s.Close()
+			select {
+			case a := <-got:
+				t.Logf("client got status %d body %q err %v; points %v", a.status, a.body, a.err, points_(sink))
+				if a.err != nil || a.status != http.StatusServiceUnavailable || gjson.Get(a.body, "error.code").Str != "shutting_down" {
+					t.Errorf("a request cancelled by Close answered %d %q (%v); want 503 shutting_down", a.status, a.body, a.err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("no answer")
+			}
+		})
+	}
+}
+
+// stringsReader hides the length of s, so the request is sent chunked.
+func stringsReader(s string) io.Reader { return &lenlessReader{s: s} }
+
+type lenlessReader struct{ s string }
+
+func (r *lenlessReader) Read(p []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	n := copy(p, r.s)
+	r.s = r.s[n:]
+	return n, nil
+}
+
+// A stream past the proxy's own bound of choices plus tool calls
+// (maxChatSlots): the proxy cannot hold it, like a stream over the buffer
+// limit, which stays a 503 host error.
+func TestStreamOverSlotBoundIsHostError(t *testing.T) {
+	var b []byte
+	b = append(b, chunk(`{"role":"assistant","content":null}`, "")...)
+	for i := 0; i < maxChatSlots+8; i++ {
+		b = append(b, chunk(`{"tool_calls":[{"index":`+itoa(i)+`,"id":"call_`+itoa(i)+`","type":"function","function":{"name":"f","arguments":"{}"}}]}`, "")...)
+	}
+	b = append(b, chunk(`{}`, "tool_calls")+"data: [DONE]\n\n"...)
+	up, _ := upstream(t, string(b), true, 1<<20)
+	p := seamProxy(t, up.URL, allowAll())
+	r, body := post(t, p.URL, helloStream)
+	if r.StatusCode != http.StatusServiceUnavailable || gjson.GetBytes(body, "error.code").Str != "host_error:streaming_unsupported" {
+		t.Errorf("stream past the slot bound: %d %s; want 503 host_error:streaming_unsupported", r.StatusCode, body)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
