@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"strings"
 	"sync"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // judgedResults remembers, across sessions, which tool results were
@@ -25,6 +27,10 @@ type judgedResults struct {
 
 // judgedEntry is one call id's memory.
 type judgedEntry struct {
+	// by is the emitter (one per loaded configuration) that judged: a
+	// judgment made by a request still running under an older policy,
+	// written after a reload's reset, counts for nothing under the new.
+	by         *points.Emitter
 	call       [sha256.Size]byte // the call's name and arguments
 	sent, seen [sha256.Size]byte
 	hasSent    bool
@@ -70,8 +76,8 @@ func callSum(name string, args []byte) [sha256.Size]byte {
 // remember records that, for call id (name, args), the agent sent sent
 // (hasSent false when the call was blocked before any result) and the
 // model sees seen.
-func (j *judgedResults) remember(id, name string, args []byte, sent string, hasSent bool, seen string) {
-	e := judgedEntry{call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
+func (j *judgedResults) remember(by *points.Emitter, id, name string, args []byte, sent string, hasSent bool, seen string) {
+	e := judgedEntry{by: by, call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
 	if hasSent {
 		e.sent = sha256.Sum256([]byte(sent))
 	}
@@ -89,17 +95,17 @@ func (j *judgedResults) remember(id, name string, args []byte, sent string, hasS
 	j.sums.put(id, e)
 }
 
-// lookup reports whether content for call id (name, args) was judged: it
-// is what the model was to see (replace nil), or the original of a
-// judgment whose verdicted content is replace.
-func (j *judgedResults) lookup(id, name string, args []byte, content string) (judged bool, replace *string) {
+// lookup reports whether content for call id (name, args) was judged by
+// emitter by: it is what the model was to see (replace nil), or the
+// original of a judgment whose verdicted content is replace.
+func (j *judgedResults) lookup(by *points.Emitter, id, name string, args []byte, content string) (judged bool, replace *string) {
 	call := callSum(name, args)
 	sum := sha256.Sum256([]byte(content))
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	e, ok := j.sums.get(id)
 	switch {
-	case !ok || e.call != call:
+	case !ok || e.by != by || e.call != call:
 		return false, nil
 	case e.seen == sum:
 		return true, nil

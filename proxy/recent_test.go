@@ -3,6 +3,8 @@ package proxy
 import (
 	"strconv"
 	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 func TestRecentKeepsTheLatest(t *testing.T) {
@@ -23,5 +25,25 @@ func TestRecentKeepsTheLatest(t *testing.T) {
 	}
 	if len(r.order) > 2*r.max {
 		t.Fatalf("order grew to %d", len(r.order))
+	}
+}
+
+// A judgment counts only for the emitter (the configuration) that made it:
+// a request still running under an older policy may remember a result
+// after a reload's reset, and the new policy must judge it afresh.
+func TestJudgedResultsAreThePolicys(t *testing.T) {
+	var old, cur points.Emitter
+	j := newJudgedResults(8)
+	args := []byte(`{"q":"x"}`)
+	j.remember(&old, "call_1", "search", args, "raw result", true, "raw result")
+	if ok, _ := j.lookup(&cur, "call_1", "search", args, "raw result"); ok {
+		t.Fatal("a judgment of the previous policy covered the current one")
+	}
+	if ok, _ := j.lookup(&old, "call_1", "search", args, "raw result"); !ok {
+		t.Fatal("the judging policy does not find its own judgment")
+	}
+	j.remember(&cur, "call_2", "search", args, "secret", true, "[redacted]")
+	if ok, replace := j.lookup(&cur, "call_2", "search", args, "secret"); !ok || replace == nil || *replace != "[redacted]" {
+		t.Fatalf("verdicted replay: %v %v", ok, replace)
 	}
 }

@@ -115,7 +115,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		tc.control = controlError(points.PreToolCall, r.Verdict)
 		c := string(tc.control)
 		tc.result = &c // §6.2: no result of a blocked call reaches the model
-		s.judged.remember(tc.idKey, tc.name, args, "", false, c)
+		s.judged.remember(em, tc.idKey, tc.name, args, "", false, c)
 	}
 	close(tc.ready)
 	return tc.outcome(), &r, false
@@ -181,7 +181,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	default:
 		tc.result = &sent
 	}
-	s.judged.remember(id, name, args, sent, true, *tc.result)
+	s.judged.remember(em, id, name, args, sent, true, *tc.result)
 	return &r, true, false
 }
 
@@ -199,13 +199,13 @@ func freshCallID(id string) string { return id + "_" + newID("")[:12] }
 // judged before (another session of the same agent run, an earlier turn
 // of a header-less agent) and says what the model was to see then: it is
 // then not judged again.
-func (s *Server) judgedHere(sess *session, id string, call seenCall, content gjson.Result) bool {
+func (s *Server) judgedHere(em *points.Emitter, sess *session, id string, call seenCall, content gjson.Result) bool {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	if sess.tools[id] != nil {
 		return false
 	}
-	judged, replace := s.judged.lookup(id, call.name, argsObject(call.argsRaw), contentOf(content))
+	judged, replace := s.judged.lookup(em, id, call.name, argsObject(call.argsRaw), contentOf(content))
 	if judged && replace != nil {
 		// The original of a result a verdict changed: the model gets the
 		// verdicted content again (the rebuild below applies it).
@@ -381,7 +381,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			id := m.toolCallID
 			value := toolResultValue(m.content)
 			var seen *seenCall
-			if c, ok := calls[id]; ok && !s.judgedHere(sess, id, c, m.content) {
+			if c, ok := calls[id]; ok && !s.judgedHere(em, sess, id, c, m.content) {
 				seen = &c
 			}
 			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)

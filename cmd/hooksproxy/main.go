@@ -275,6 +275,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
 	rt.drainDelay, _ = c.drainDelay() // checked above (c.check)
+	rt.stopSignals = stop
 	return rt.wait(ctx)
 }
 
@@ -290,6 +291,9 @@ type runtime struct {
 	// drainDelay is how long a shutdown keeps serving with /readyz at 503
 	// before it closes the listener.
 	drainDelay time.Duration
+	// stopSignals, when set, stops catching SIGINT/SIGTERM once a shutdown
+	// began, so a second one ends the process at once.
+	stopSignals func()
 }
 
 func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Logger, extra []app.Extra) (*runtime, error) {
@@ -368,15 +372,25 @@ func (rt *runtime) wait(ctx context.Context) int {
 			return 1
 		}
 	case <-ctx.Done():
+		if rt.stopSignals != nil {
+			rt.stopSignals()
+		}
 		// Not ready from the first moment of the shutdown; with a delay,
 		// the listener stays open meanwhile so that load balancers see
 		// the 503 rather than a refused connection.
 		rt.app.Server.Drain()
 		if rt.drainDelay > 0 {
-			rt.log.Info("shutting down: /readyz answers 503; serving on until the listener closes", "delay", rt.drainDelay.String())
+			rt.log.Info("shutting down: /readyz answers 503; serving on until the listener closes (a second signal ends the process now)", "delay", rt.drainDelay.String())
 			select {
 			case <-time.After(rt.drainDelay):
-			case <-rt.done:
+			case err := <-rt.done:
+				if err != nil && !errors.Is(err, http.ErrServerClosed) {
+					rt.log.Error("server failed", "error", err)
+					rt.stop()
+					rt.app.Server.Close()
+					rt.wiring.close()
+					return 1
+				}
 			}
 		}
 	}
