@@ -52,15 +52,7 @@ func writeAtomic(t *testing.T, path, data string) {
 func reloadApp(t *testing.T, path string, onReload func(bool, error)) (*app.App, *httptest.Server, *points.MemorySink) {
 	t.Helper()
 	sink := points.NewMemorySink(0)
-	opts := app.Options{Sink: sink, OnReload: onReload}
-	cfg, err := app.Load(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := loadApp(t, path, app.Options{Sink: sink, OnReload: onReload})
 	a.Server.Start()
 	srv := httptest.NewServer(a.Server)
 	t.Cleanup(func() { srv.Close(); a.Server.Close() })
@@ -318,15 +310,7 @@ func TestBindingsAnnouncedAtStartAndReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hooksproxy.yaml")
 	writeAtomic(t, path, reloadConfig(up.URL, "v1", ""))
 	seen := &bindingsSeen{}
-	opts := app.Options{Observer: seen}
-	cfg, err := app.Load(path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(cfg, path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := loadApp(t, path, app.Options{Observer: seen})
 	defer a.Server.Close()
 	writeAtomic(t, path, reloadConfig(up.URL, "v2", ""))
 	if err := a.Reload(); err != nil {
@@ -338,4 +322,18 @@ func TestBindingsAnnouncedAtStartAndReload(t *testing.T) {
 	if want := "[[v1-output v1-allow] [v2-output v2-allow]]"; got != want {
 		t.Errorf("bindings announced %s, want %s", got, want)
 	}
+}
+
+// loadApp loads the file at path and builds an app from it.
+func loadApp(t *testing.T, path string, opts app.Options) *app.App {
+	t.Helper()
+	cfg, err := app.Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(cfg, path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

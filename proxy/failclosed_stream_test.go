@@ -3,8 +3,6 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -38,28 +36,9 @@ func TestCloseAnswersConnectedClient503(t *testing.T) {
 	for _, sid := range []string{"named-1", ""} {
 		t.Run("sid="+sid, func(t *testing.T) {
 			release := make(chan struct{})
-			arrived := make(chan struct{}, 1)
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				arrived <- struct{}{}
-				select {
-				case <-release:
-				case <-r.Context().Done():
-				}
-			}))
-			defer up.Close()
 			defer close(release)
-			sink := points.NewMemorySink(0)
-			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.Parse(up.URL)
-			s := New(Options{Upstream: u, Emitter: em})
-			s.Start()
-			hs := httptest.NewUnstartedServer(s)
-			hs.Config.BaseContext = s.BaseContext
-			hs.Start()
-			defer hs.Close()
+			arrived := make(chan struct{}, 1)
+			s, hs, sink := slowUpstreamProxy(t, release, func() { arrived <- struct{}{} })
 			type answer struct {
 				status int
 				body   string

@@ -497,29 +497,10 @@ func TestWeakIDsRealClientShapes(t *testing.T) {
 // session's agent_shutdown comes after its request's points.
 func TestCloseEndsRunningRequestsBeforeTheirSessions(t *testing.T) {
 	release := make(chan struct{})
+	defer close(release)
 	var arrived sync.WaitGroup
 	arrived.Add(2)
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived.Done()
-		select { // the model takes its time
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer up.Close()
-	defer close(release)
-	sink := points.NewMemorySink(0)
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL)
-	s := New(Options{Upstream: u, Emitter: em})
-	s.Start()
-	hs := httptest.NewUnstartedServer(s)
-	hs.Config.BaseContext = s.BaseContext
-	hs.Start()
-	defer hs.Close()
+	s, hs, sink := slowUpstreamProxy(t, release, arrived.Done)
 	var done sync.WaitGroup
 	for _, sid := range []string{"named-1", ""} { // a named session and a header-less run
 		done.Add(1)
@@ -555,4 +536,31 @@ func TestCloseEndsRunningRequestsBeforeTheirSessions(t *testing.T) {
 			t.Errorf("session %s: points %v; agent_shutdown must be last and once", sid, ps)
 		}
 	}
+}
+
+// slowUpstreamProxy serves a proxy as serve does (its BaseContext) in front
+// of an upstream that calls arrived for each request and answers nothing
+// until release closes or the request ends.
+func slowUpstreamProxy(t *testing.T, release <-chan struct{}, arrived func()) (*Server, *httptest.Server, *points.MemorySink) {
+	t.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived()
+		select { // the model takes its time
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	sink := points.NewMemorySink(0)
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: sink})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em})
+	s.Start()
+	hs := httptest.NewUnstartedServer(s)
+	hs.Config.BaseContext = s.BaseContext
+	hs.Start()
+	t.Cleanup(func() { hs.Close(); up.Close() })
+	return s, hs, sink
 }
