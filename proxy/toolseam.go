@@ -274,7 +274,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		}
 		fresh := id != c.Get("id").Str
 		out, res, existing := s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
-		if existing && !fresh {
+		if existing && !fresh && ctx.Err() == nil {
 			// Another request of this session registered the same id
 			// between the check above and here (two answers of one model
 			// that numbers its calls alike): this call is a reused id too.
