@@ -143,7 +143,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeSessionEnding(w)
 		return
 	}
-	defer s.sessions.release(sess, s.opts.Now())
+	defer func() { s.sessions.release(sess, s.opts.Now()) }() // activity ends when the request does
 	rn := &run{s: s, em: em, pol: pol, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
 	ctx := points.WithRequestID(r.Context(), reqID)
@@ -335,6 +335,9 @@ func (rn *run) turns(ctx context.Context, body []byte, msgs []gjson.Result) {
 			return
 		}
 		defer rn.s.recycle(t.held) // after the answer is written
+		if t.counted {
+			defer rn.s.opts.Metrics.HeldStreams(-1)
+		}
 		next, more := rn.finishTurn(ctx, &t, body, msgs, n, &sp)
 		if !more {
 			return
@@ -472,6 +475,9 @@ type turn struct {
 	// omitUsage: the proxy asked the upstream for the usage chunk the
 	// client did not ask for, so its replay leaves it out.
 	omitUsage bool
+	// counted: the held-streams gauge still counts this stream, until
+	// the turn is done.
+	counted bool
 }
 
 // modelCall is one model call the proxy is about to make.
@@ -570,9 +576,15 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	t.resp = resp
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if ct == "text/event-stream" {
-		// A stream counts as held from its first byte to its verdict.
+		// A stream counts as held from its first byte until it is
+		// released or refused: past post_model_call, through output and
+		// its approvals, turns lets it go (t.counted).
 		s.opts.Metrics.HeldStreams(1)
-		defer s.opts.Metrics.HeldStreams(-1)
+		defer func() {
+			if !t.counted {
+				s.opts.Metrics.HeldStreams(-1)
+			}
+		}()
 		t.held, t.completion, err = s.holdStream(resp.Body, rn.buffer)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
 		if err == nil {
@@ -590,7 +602,9 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			return false
 		}
 	}
-	return rn.postModel(ctx, t, &mc)
+	ok = rn.postModel(ctx, t, &mc)
+	t.counted = ok && t.held != nil
+	return ok
 }
 
 // preModel runs pre_model_call over body; when it returns false the answer

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"io"
@@ -208,7 +209,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer s.sessions.release(sess, s.opts.Now())
+	defer func() { s.sessions.release(sess, s.opts.Now()) }() // activity ends when the request does
 	cid := pathParam(r, "cid")
 	// Linked before the pre runs: a chat follow-up carrying this call's
 	// result while its pre waits (an approval) is the same turn going on.
@@ -249,7 +250,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	defer s.sessions.release(sess, s.opts.Now())
+	defer func() { s.sessions.release(sess, s.opts.Now()) }() // activity ends when the request does
 	cid := pathParam(r, "cid")
 	if n := body.Get("name"); n.Type == gjson.String && n.Str != "" {
 		sess.mu.Lock()
@@ -344,16 +345,23 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 			want = f()
 		}
 		if want == "" {
-			writeError(w, http.StatusForbidden, "permission_error", "the admin API is disabled: set the admin token env var", "admin_disabled")
+			writeError(w, http.StatusForbidden, "permission_error", "The admin API is disabled: no admin token is configured (HOOKSPROXY_ADMIN_TOKEN).", "admin_disabled")
 			return
 		}
-		// The scheme is case-insensitive (RFC 9110 §11.1), as the
-		// approvals API reads it too.
+		// The scheme is case-insensitive (RFC 9110 §11.1); the answers are
+		// the approvals API's, so a client handles both alike.
 		scheme, got, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
 		got = strings.TrimSpace(got)
-		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="hooksproxy"`)
-			writeError(w, http.StatusUnauthorized, "authentication_error", "admin token required", "unauthorized")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || got == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hooksproxy-admin"`)
+			writeError(w, http.StatusUnauthorized, "authentication_error", "Missing admin token: send Authorization: Bearer <token>.", "missing_admin_token")
+			return
+		}
+		// Digests compared, so that neither content nor length leaks in
+		// timing.
+		if a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want)); subtle.ConstantTimeCompare(a[:], b[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hooksproxy-admin", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "authentication_error", "Invalid admin token.", "invalid_admin_token")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -165,5 +166,45 @@ func TestCustomSessionHeaderEchoed(t *testing.T) {
 	}
 	if a, b := resp.Header.Get("X-My-Session"), resp.Header.Get("X-Agent-Hooks-Session"); a != "conv-7" || b != "conv-7" {
 		t.Errorf("X-My-Session %q, X-Agent-Hooks-Session %q; want conv-7 in both", a, b)
+	}
+}
+
+// A session's idle time starts when its last request ends, not when it
+// arrived: a model call or an approval that takes most of the idle timeout
+// must not leave the session to the sweeper right after its answer.
+func TestIdleCountsFromTheRequestsEnd(t *testing.T) {
+	var mu sync.Mutex
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		clock = clock.Add(10 * time.Minute) // the model takes ten minutes
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, plainCompletion)
+	}))
+	defer up.Close()
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em, Now: now, IdleTimeout: 15 * time.Minute})
+	hs := httptest.NewServer(s)
+	defer func() { hs.Close(); s.Close() }()
+	if r, b := post(t, hs.URL, `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "X-Agent-Hooks-Session", "slow-1"); r.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", r.StatusCode, b)
+	}
+	s.sessions.mu.Lock()
+	sess := s.sessions.byID["slow-1"]
+	s.sessions.mu.Unlock()
+	if sess == nil {
+		t.Fatal("session not open after its request")
+	}
+	s.sessions.mu.Lock()
+	last := sess.lastActive
+	s.sessions.mu.Unlock()
+	if want := now(); !last.Equal(want) {
+		t.Errorf("last activity %s, want the request's end %s", last.Format(time.TimeOnly), want.Format(time.TimeOnly))
 	}
 }
