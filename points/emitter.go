@@ -494,8 +494,14 @@ func (e *Emitter) call(ctx context.Context, p Point, b Binding, raw []byte) Verd
 		e.cfg.Observer.Interceptor(b.Name, p, v, time.Since(start))
 	}
 	if e.cfg.Logger != nil && IsHostError(v.Reason) {
-		e.cfg.Logger.Warn("interceptor failed closed", "binding", b.Name, "point", string(p),
-			"reason", v.Reason, "detail", v.Message, "request_id", RequestIDFrom(ctx))
+		if ctx.Err() != nil {
+			// The caller went away: the call was cut, not the policy.
+			e.cfg.Logger.Debug("interceptor call cancelled", "binding", b.Name, "point", string(p),
+				"request_id", RequestIDFrom(ctx))
+		} else {
+			e.cfg.Logger.Warn("interceptor failed closed", "binding", b.Name, "point", string(p),
+				"reason", v.Reason, "detail", v.Message, "request_id", RequestIDFrom(ctx))
+		}
 	}
 	return v
 }

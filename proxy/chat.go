@@ -116,10 +116,23 @@ func (rn *run) tellClosing() {
 
 // blocked answers a blocking verdict and ends a header-less run.
 func (rn *run) blocked(res points.Result) {
+	if rn.gone(res) {
+		rn.cancelled()
+		return
+	}
 	rn.s.log.Info("blocked", "session", rn.sess.ps.ID(), "point", res.Record.InterceptionPoint,
 		"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence)
 	writeBlocked(rn.w, res)
 	rn.end("error", false)
+}
+
+// gone reports whether a host-error deny came from the request ending (its
+// client left, or Close cancelled it) while a point was deciding: the
+// emitter recorded the cut emission as failed closed, as §6.3 asks, but
+// the answer and the run's end are a cancellation's, not a policy
+// failure's (no 503 host error, agent_shutdown{cancelled}).
+func (rn *run) gone(res points.Result) bool {
+	return res.HostError() && rn.r.Context().Err() != nil
 }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
@@ -260,9 +273,15 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 		sess.mu.Unlock()
 		close(sess.startDone)
 		if !res.Proceed {
-			writeBlocked(w, res)
-			if s.sessions.end(sess, "error") {
-				s.shutdown(ctx, em, sess, "error")
+			reason := "error"
+			if rn.gone(res) {
+				rn.tellClosing()
+				reason = "cancelled"
+			} else {
+				writeBlocked(w, res)
+			}
+			if s.sessions.end(sess, reason) {
+				s.shutdown(ctx, em, sess, reason)
 			}
 			return nil, false
 		}
