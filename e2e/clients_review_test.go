@@ -528,7 +528,6 @@ func r2lcDo(ctx context.Context, llm *lcopenai.LLM, msgs []llms.MessageContent, 
 
 // ---- node ----
 
-
 type r2node struct {
 	OK      bool     `json:"ok"`
 	Session string   `json:"session"`
