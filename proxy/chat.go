@@ -156,7 +156,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeSessionEnding(w)
 		return
 	}
-	defer func() { s.sessions.release(sess, s.opts.Now()) }() // activity ends when the request does
+	defer func() {
+		if s.sessions.endsWith(sess) {
+			// This request's return emits a deferred /end's
+			// agent_shutdown, whose policies may take their time: the
+			// answer goes out first, and its last chunk is not cut by
+			// the answer's write deadline.
+			rc := http.NewResponseController(w)
+			_ = rc.Flush()
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+		s.sessions.release(sess, s.opts.Now()) // activity ends when the request does
+	}()
 	rn := &run{s: s, em: em, pol: pol, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
 	ctx := points.WithRequestID(r.Context(), reqID)

@@ -564,3 +564,61 @@ func slowUpstreamProxy(t *testing.T, release <-chan struct{}, arrived func()) (*
 	t.Cleanup(func() { hs.Close(); up.Close() })
 	return s, hs, sink
 }
+
+// An /end that arrives while a request runs is emitted when that request
+// returns; the answer goes out first, so a slow agent_shutdown policy does
+// not hold (or, past the write deadline, cut) an answer already decided.
+func TestDeferredEndSendsTheAnswerFirst(t *testing.T) {
+	gate := make(chan struct{})
+	inModel := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(inModel)
+		<-gate // the model answers once /end has been asked for
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, plainCompletion)
+	}))
+	defer up.Close()
+	shutdownGate := make(chan struct{})
+	slowShutdown := at(points.AgentShutdown, "slow-shutdown", func(*points.Context) (points.Verdict, error) {
+		<-shutdownGate
+		return points.Allow(), nil
+	})
+	slowShutdown.Timeout = time.Minute // longer than the test waits
+	p := newProxy(t, up.URL, slowShutdown, allowAll(points.AgentStartup, points.Input, points.PreModelCall, points.PostModelCall, points.Output))
+	defer close(shutdownGate)
+	type first struct {
+		b   byte
+		err error
+	}
+	got := make(chan first, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Agent-Hooks-Session", "s-deferred")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- first{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		var b [1]byte
+		_, err = io.ReadFull(resp.Body, b[:])
+		got <- first{b[0], err}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	<-inModel
+	resp, err := http.Post(p.URL+"/agent-hooks/v1/sessions/s-deferred/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+	if err != nil || resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("/end: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	close(gate)
+	select {
+	case f := <-got:
+		if f.err != nil || f.b != '{' {
+			t.Fatalf("first byte %q, %v", f.b, f.err)
+		}
+	case <-time.After(10 * time.Second): // bounded: the shutdown is still held
+		t.Fatal("the answer waited for the deferred agent_shutdown")
+	}
+}

@@ -212,6 +212,14 @@ func (ss *sessions) release(s *session, now time.Time) {
 	}
 }
 
+// endsWith reports whether the release of the one request in flight of s
+// will emit a deferred end's agent_shutdown.
+func (ss *sessions) endsWith(s *session) bool {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return s.inFlight == 1 && s.pendingEnd != ""
+}
+
 // endLater ends s now, or (with requests in flight) as soon as the last one
 // finishes, so agent_shutdown stays the session's last point. It reports
 // whether s was open and whether the shutdown is still to come.
