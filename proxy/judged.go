@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"strings"
 	"sync"
+	"weak"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -30,7 +31,8 @@ type judgedEntry struct {
 	// by is the emitter (one per loaded configuration) that judged: a
 	// judgment made by a request still running under an older policy,
 	// written after a reload's reset, counts for nothing under the new.
-	by         *points.Emitter
+	// Weak, so the memory does not keep an old configuration alive.
+	by         weak.Pointer[points.Emitter]
 	call       [sha256.Size]byte // the call's name and arguments
 	sent, seen [sha256.Size]byte
 	hasSent    bool
@@ -77,7 +79,7 @@ func callSum(name string, args []byte) [sha256.Size]byte {
 // (hasSent false when the call was blocked before any result) and the
 // model sees seen.
 func (j *judgedResults) remember(by *points.Emitter, id, name string, args []byte, sent string, hasSent bool, seen string) {
-	e := judgedEntry{by: by, call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
+	e := judgedEntry{by: weak.Make(by), call: callSum(name, args), seen: sha256.Sum256([]byte(seen)), hasSent: hasSent}
 	if hasSent {
 		e.sent = sha256.Sum256([]byte(sent))
 	}
@@ -105,7 +107,7 @@ func (j *judgedResults) lookup(by *points.Emitter, id, name string, args []byte,
 	defer j.mu.Unlock()
 	e, ok := j.sums.get(id)
 	switch {
-	case !ok || e.by != by || e.call != call:
+	case !ok || e.by != weak.Make(by) || e.call != call:
 		return false, nil
 	case e.seen == sum:
 		return true, nil
