@@ -264,8 +264,12 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 		return nil, false // the client went away while the session was starting
 	}
 	sess.mu.Lock()
-	blocked := sess.blocked
+	blocked, cut := sess.blocked, sess.startCut
 	sess.mu.Unlock()
+	if cut {
+		writeSessionEnding(w)
+		return nil, false
+	}
 	if blocked {
 		// §6.1a: after a startup deny only agent_shutdown may follow.
 		w.Header().Set("X-Should-Retry", "false")
@@ -275,17 +279,14 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	if created {
 		_, names := toolDecls(body)
 		res := em.Emit(ctx, sess.ps, points.StartupEvent(names))
+		gone := !res.Proceed && rn.gone(res)
 		sess.mu.Lock()
-		if res.Proceed {
-			sess.started = true
-		} else {
-			sess.blocked = true
-		}
+		sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
 		sess.mu.Unlock()
 		close(sess.startDone)
 		if !res.Proceed {
 			reason := "error"
-			if rn.gone(res) {
+			if gone {
 				rn.tellClosing()
 				reason = "cancelled"
 			} else {
@@ -365,15 +366,22 @@ func (rn *run) turns(ctx context.Context, body []byte, msgs []gjson.Result) {
 			return
 		}
 		defer rn.s.recycle(t.held) // after the answer is written
-		if t.counted {
-			defer rn.s.opts.Metrics.HeldStreams(-1)
-		}
-		next, more := rn.finishTurn(ctx, &t, body, msgs, n, &sp)
+		next, more := rn.finishTurnCounted(ctx, &t, body, msgs, n, &sp)
 		if !more {
 			return
 		}
 		body = next
 	}
+}
+
+// finishTurnCounted is finishTurn with the turn's stream let go by the
+// held-streams gauge when it returns: released, refused, or discarded for
+// a continuation the proxy makes on its own.
+func (rn *run) finishTurnCounted(ctx context.Context, t *turn, body []byte, msgs []gjson.Result, n int, sp *spent) ([]byte, bool) {
+	if t.counted {
+		defer rn.s.opts.Metrics.HeldStreams(-1)
+	}
+	return rn.finishTurn(ctx, t, body, msgs, n, sp)
 }
 
 // finishTurn decides a permitted model answer: output over its text, the
@@ -898,7 +906,13 @@ func bodyDeadline(declared, limit int64) time.Duration {
 	if declared < 0 || declared > limit {
 		declared = limit
 	}
-	return bodyReadTimeout + time.Duration(declared>>16)*time.Second
+	return bodyReadTimeout + perSize(declared)
+}
+
+// perSize is a second per 64 KiB of n bytes, at most an hour (a limit near
+// int64's range would otherwise overflow the duration into the past).
+func perSize(n int64) time.Duration {
+	return time.Duration(min(max(n, 0)>>16, 3600)) * time.Second
 }
 
 // readBounded runs read (of a request body of declared bytes, at most
@@ -918,7 +932,7 @@ func readBounded(w http.ResponseWriter, declared, limit int64, read func() ([]by
 // answer's memory instead of pinning it for as long as its socket stays
 // open. net/http lifts it once the response is done.
 func writeDeadline(w http.ResponseWriter, n int) {
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute + time.Duration(n>>16)*time.Second))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(time.Minute + perSize(int64(n))))
 }
 
 // keepMediaType keeps the upstream's Content-Type when it is media type mt

@@ -10,19 +10,11 @@ import (
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
-// heldGauge counts the proxy's held-streams gauge.
-type heldGauge struct {
-	noMetrics
-	n atomic.Int64
-}
-
-func (g *heldGauge) HeldStreams(d int) { g.n.Add(int64(d)) }
-
 // A stream stays counted as held while its output is decided (an approval
 // may take minutes), and is let go once it is released.
 func TestHeldStreamsGaugeCoversOutput(t *testing.T) {
 	up, _ := upstream(t, textStream, true, 64)
-	g := &heldGauge{}
+	g := &lrGauge{}
 	var atOutput atomic.Int64
 	atOutput.Store(-1)
 	sink := points.NewMemorySink(0)

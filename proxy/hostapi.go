@@ -139,22 +139,37 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bo
 	}
 	if created {
 		res := em.Emit(r.Context(), sess.ps, points.StartupEvent(nil))
+		// Cut by the request ending: a cancellation, not a deny (as chat).
+		gone := !res.Proceed && res.HostError() && r.Context().Err() != nil
 		sess.mu.Lock()
-		sess.started, sess.blocked = res.Proceed, !res.Proceed
+		sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
 		sess.mu.Unlock()
 		close(sess.startDone)
 		if !res.Proceed {
-			writeBlocked(w, res)
-			if s.sessions.end(sess, "error") {
-				s.shutdown(r.Context(), em, sess, "error")
+			reason := "error"
+			if gone {
+				reason = "cancelled"
+				if s.base.Err() != nil {
+					writeError(w, http.StatusServiceUnavailable, "server_error", "hooksproxy is shutting down", "shutting_down")
+				}
+			} else {
+				writeBlocked(w, res)
+			}
+			if s.sessions.end(sess, reason) {
+				s.shutdown(r.Context(), em, sess, reason)
 			}
 			s.sessions.release(sess, s.opts.Now())
 			return nil, nil, false
 		}
 	}
 	sess.mu.Lock()
-	blocked := sess.blocked
+	blocked, cut := sess.blocked, sess.startCut
 	sess.mu.Unlock()
+	if cut {
+		s.sessions.release(sess, s.opts.Now())
+		writeSessionEnding(w)
+		return nil, nil, false
+	}
 	if blocked {
 		s.sessions.release(sess, s.opts.Now())
 		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")

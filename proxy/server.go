@@ -317,7 +317,7 @@ func (s *Server) evicted(sess *session, reason string) {
 func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session, reason string) (res points.Result, ok bool) {
 	defer s.sessions.finish(sess)
 	sess.mu.Lock()
-	started := sess.started || sess.blocked
+	started := sess.started || sess.blocked || sess.startCut // agent_startup was emitted
 	sess.mu.Unlock()
 	if !started || em == nil {
 		return points.Result{}, false

@@ -24,6 +24,10 @@ type session struct {
 	lastActive time.Time
 	started    bool // agent_startup permitted
 	blocked    bool // agent_startup denied: only agent_shutdown may follow (§6.1a)
+	// startCut: the request that ran agent_startup ended while it was
+	// deciding, and the session ended cancelled; a request that waited on
+	// it answers session_ending (retry for a new lifecycle), not a deny.
+	startCut bool
 	ended      bool
 	// callIDs are the tool-call ids this session issued, each with the
 	// number of messages of the client request whose answer carried it

@@ -282,9 +282,14 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			out, res, existing = s.preTool(ctx, em, sess, id, name, argsObject(argsStr))
 		}
 		if existing {
-			// Even a fresh id was taken: fail closed rather than let one
-			// verdict cover two calls.
-			r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, "tool call id reused by the model")
+			// Even a fresh id was taken, or the client left while another
+			// request's verdict on the id was pending: fail closed rather
+			// than let one verdict cover two calls.
+			detail := "tool call id reused by the model"
+			if ctx.Err() != nil {
+				detail = "request ended while the call id's verdict was pending"
+			}
+			r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, detail)
 			return nil, 0, nil, &r, nil
 		}
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
