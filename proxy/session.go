@@ -28,7 +28,7 @@ type session struct {
 	// deciding, and the session ended cancelled; a request that waited on
 	// it answers session_ending (retry for a new lifecycle), not a deny.
 	startCut bool
-	ended      bool
+	ended    bool
 	// callIDs are the tool-call ids this session issued, each with the
 	// number of messages of the client request whose answer carried it
 	// (-1 when unknown: a host API pre), by which a follow-up is told
