@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,3 +109,24 @@ func TestStreamOverSlotBoundIsHostError(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// Member names the path syntax reads specially (a backslash, a leading {
+// or [) are removed like any other member no point judges, or the answer
+// fails closed; they never reach the client (json and stream).
+func TestOddlyNamedUnjudgedMembersAreRemoved(t *testing.T) {
+	json := `{"id":"c","object":"chat.completion","created":1,"model":"m","{x}":"SECRET-1","[1]":"SECRET-2","a\\b":"SECRET-3",` +
+		`"choices":[{"index":0,"x\\y":"SECRET-4","message":{"role":"assistant","content":"ok","a\\b":"SECRET-5","{x}":"SECRET-6","[x":"SECRET-7"},"finish_reason":"stop"}]}`
+	up, _ := seqUpstream(t, json)
+	p := seamProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, hello)
+	if strings.Contains(string(b), "SECRET") {
+		t.Fatalf("json: %d %s", r.StatusCode, b)
+	}
+	stream := chunk(`{"role":"assistant","content":"ok","a\\b":"SECRET-8","{y}":"SECRET-9"}`, "") + chunk(`{}`, "stop") + "data: [DONE]\n\n"
+	ups, _ := upstream(t, stream, true, 16)
+	ps := seamProxy(t, ups.URL, allowAll())
+	r, b = post(t, ps.URL, helloStream)
+	if strings.Contains(string(b), "SECRET") {
+		t.Fatalf("stream: %d %s", r.StatusCode, b)
+	}
+}

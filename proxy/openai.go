@@ -549,14 +549,13 @@ func stripUnjudged(completion []byte, v *completionView) ([]byte, bool, error) {
 	if len(v.unjudged) == 0 && len(v.unjudgedTop) == 0 && len(v.unjudgedChoice) == 0 && !v.toolExtras {
 		return completion, false, nil
 	}
-	esc := strings.NewReplacer(".", `\.`, "*", `\*`, "?", `\?`, "|", `\|`, "#", `\#`, "@", `\@`)
 	var err error
 	for _, del := range []struct {
 		prefix string
 		names  []string
 	}{{"choices.0.message.", v.unjudged}, {"choices.0.", v.unjudgedChoice}, {"", v.unjudgedTop}} {
 		for _, k := range del.names {
-			if completion, err = sjson.DeleteBytes(completion, del.prefix+esc.Replace(k)); err != nil {
+			if completion, err = sjson.DeleteBytes(completion, del.prefix+escapePathKey(k)); err != nil {
 				return nil, false, err
 			}
 		}
@@ -582,5 +581,29 @@ func stripUnjudged(completion []byte, v *completionView) ([]byte, bool, error) {
 		}
 	}
 	*v = viewCompletion(completion)
+	if len(v.unjudged) > 0 || len(v.unjudgedTop) > 0 || len(v.unjudgedChoice) > 0 {
+		// A name the path syntax could not reach: fail closed rather than
+		// release a member no point judged.
+		return nil, false, errUnremovable
+	}
 	return completion, true, nil
+}
+
+// errUnremovable: a member no point judges could not be removed.
+var errUnremovable = errors.New("proxy: unjudged response member could not be removed")
+
+// escapePathKey escapes every character of a member name that is not a
+// letter, digit or underscore, so gjson/sjson read it as one literal key
+// (a leading { or [ would otherwise be a multipath, \ an escape).
+func escapePathKey(k string) string {
+	var b strings.Builder
+	for _, r := range k {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r >= 0x80 {
+			b.WriteRune(r)
+			continue
+		}
+		b.WriteByte('\\')
+		b.WriteRune(r)
+	}
+	return b.String()
 }
