@@ -190,7 +190,7 @@ func (s *ChatStream) Reset(limit int64) {
 // it as it came would release bytes no point judged, so it must be
 // re-derived from the completion instead.
 func (s *ChatStream) Unjudged() bool {
-	if s.acc.unjudged {
+	if s.acc.unjudged || s.acc.irregular {
 		return true
 	}
 	for _, m := range s.meta {
@@ -464,6 +464,13 @@ type chatAcc struct {
 	// out (an unknown top-level, choice, tool call or function member), so
 	// the original events hold bytes no point judged (Unjudged).
 	unjudged bool
+	// irregular: the stream has a shape the clients' own accumulators
+	// read differently from this one (a chunk with an empty id, which
+	// openai-go's accumulator drops; a choice or tool call without an
+	// index; several choices in one chunk; a tool call's name, type or id
+	// given again): replayed as it came, a client could assemble text or
+	// a call other than the one judged, so it is re-derived (Unjudged).
+	irregular bool
 	id       []byte
 	model    []byte
 	created  []byte
@@ -669,7 +676,9 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 			bit = ckID
 			if v.Type != gjson.String {
 				reason = "id is not a string"
-			} else if v.Str != "" {
+			} else if v.Str == "" {
+				a.irregular = true
+			} else {
 				// Azure sends a first chunk with an empty id; skip it.
 				if a.id == nil {
 					a.id = append(a.id[:0], v.Raw...)
@@ -739,6 +748,9 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 		a.cur.ok = false
 	}
 	nChoices := 0
+	if choices.IsArray() && len(choices.Array()) > 1 {
+		a.irregular = true
+	}
 	if choices.IsArray() {
 		var err error
 		choices.ForEach(func(_, c gjson.Result) bool {
@@ -851,7 +863,9 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 		a.unjudged = true
 	}
 	i := 0 // openai-go reads a missing index as 0
-	if idx.Exists() {
+	if !idx.Exists() {
+		a.irregular = true
+	} else {
 		var ok bool
 		if i, ok = jsonIndex(idx); !ok || i < 0 {
 			return bad("choice index is not a small non-negative integer")
@@ -1033,7 +1047,9 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		a.unjudged = true
 	}
 	i := 0
-	if idx.Exists() {
+	if !idx.Exists() {
+		a.irregular = true
+	} else {
 		var ok bool
 		if i, ok = jsonIndex(idx); !ok {
 			return "tool call index is not a small integer"
@@ -1060,12 +1076,21 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		tc = &c.tools[len(c.tools)-1]
 	}
 	if id.Type == gjson.String && id.Str != "" {
+		if len(tc.id) > 0 && string(tc.id) != id.Raw {
+			a.irregular = true
+		}
 		tc.id = append(tc.id[:0], id.Raw...)
 	}
 	if typ.Type == gjson.String && typ.Str != "" {
+		if len(tc.typ) > 0 {
+			a.irregular = true // langchaingo starts a new call on a type
+		}
 		tc.typ = append(tc.typ[:0], typ.Raw...)
 	}
 	if fn.IsObject() {
+		if n := fn.Get("name"); n.Exists() && n.Type == gjson.String && n.Str != "" && len(tc.name) > 0 {
+			a.irregular = true // a name given again: clients replace or split it
+		}
 		return addFunctionDelta(tc, fn, "tool call function")
 	}
 	return ""

@@ -130,3 +130,49 @@ func TestOddlyNamedUnjudgedMembersAreRemoved(t *testing.T) {
 		t.Fatalf("stream: %d %s", r.StatusCode, b)
 	}
 }
+
+// A stream whose shape the clients' accumulators read differently from the
+// proxy's (a tool call's name given twice, a chunk with an empty id) is
+// re-derived from what was judged, not replayed: no client can assemble a
+// call or a text other than the one the points saw.
+func TestIrregularStreamsAreRederived(t *testing.T) {
+	deny := denyTool("delete_files")
+	secret := at(points.Output, "secret", func(c *points.Context) (points.Verdict, error) {
+		if strings.Contains(c.Get("output.content").Str, "SECRET-123") {
+			return points.Deny("secret", ""), nil
+		}
+		return points.Allow(), nil
+	})
+	splitName := chunk(`{"role":"assistant","content":null}`, "") +
+		chunk(`{"tool_calls":[{"index":0,"id":"call_Og1abc2def3ghi","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "") +
+		chunk(`{"tool_calls":[{"index":0,"id":"call_Og1abc2def3ghi","type":"function","function":{"name":"delete_files","arguments":"{\"path\":\"/\"}"}}]}`, "") +
+		chunk(`{}`, "tool_calls") + "data: [DONE]\n\n"
+	emptyID := chunk(`{"role":"assistant","content":"The code is SEC"}`, "") +
+		strings.Replace(chunk(`{"content":"x"}`, ""), `"id":"chatcmpl-2"`, `"id":""`, 1) +
+		chunk(`{"content":"RET-123."}`, "stop") + "data: [DONE]\n\n"
+	for _, tc := range []struct {
+		name, stream string
+		bindings     []points.Binding
+		mustNot      []string
+	}{
+		{"name given twice", splitName, []points.Binding{deny, allowAll()}, []string{`"name":"delete_files"`}},
+		{"empty chunk id", emptyID, []points.Binding{secret, allowAll()}, []string{`"content":"RET-123."`, `"id":""`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := upstream(t, tc.stream, true, 64)
+			p := seamProxy(t, up.URL, tc.bindings...)
+			r, b := post(t, p.URL, helloStream)
+			if r.StatusCode != http.StatusOK {
+				t.Fatalf("status %d: %s", r.StatusCode, b)
+			}
+			if string(b) == tc.stream {
+				t.Fatal("the stream was replayed as it came")
+			}
+			for _, s := range tc.mustNot {
+				if strings.Contains(string(b), s) {
+					t.Errorf("released stream carries %s:\n%s", s, b)
+				}
+			}
+		})
+	}
+}
