@@ -3,11 +3,14 @@ package interceptors
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
+	"golang.org/x/net/idna"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -146,7 +149,7 @@ func compileDomains(at string, list []string) ([]domainRule, error) {
 			ps.add(cfgErr(p, "must be a host name, *.domain or .domain"))
 			continue
 		}
-		d.host = e
+		d.host = canonicalHost(e)
 		out = append(out, d)
 	}
 	if err := ps.err(); err != nil {
@@ -167,8 +170,11 @@ type Tools struct {
 	reasons, messages     [toolDeny + 1]string
 }
 
-// urlExpr finds URL candidates (scheme://...) in a string.
-const urlExpr = "(?i)\\b[a-z][a-z0-9+.-]*://[^\\s\"'<>`]+"
+// urlExpr finds URL candidates in a string: scheme://..., and for the
+// special schemes of the WHATWG URL standard any run of slashes and
+// backslashes, none included (https:/evil.example, https:evil.example),
+// which browsers and Node read as the same host.
+const urlExpr = "(?i)\\b(?:[a-z][a-z0-9+.-]*://|(?:https?|wss?|ftp):[/\\\\]*)[^\\s\"'<>`]+"
 
 func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c toolsConfig
@@ -495,6 +501,7 @@ func hasWWW(s string) bool {
 // the URL.
 func (t *Tools) urlViolation(cand string) (string, bool) {
 	cand = strings.TrimRight(cand, ".,;:!?)]}'")
+	cand = whatwgSpecial(cand)
 	u, err := url.Parse(cand)
 	if err != nil {
 		return "cannot be parsed", true
@@ -506,8 +513,89 @@ func (t *Tools) urlViolation(cand string) (string, bool) {
 	return t.hostViolation(host)
 }
 
-// hostViolation checks a lower-case host against the deny and allow lists.
+// canonicalHost is the host a client connects to, in one spelling: IDNA
+// (UTS #46) mapped, so fullwidth letters and ideographic full stops are the
+// ASCII names resolvers see; an IP address in the dotted or standard form
+// whatever way it was written (2852039166, 0xa9fea9fe, 0251.0376.0251.0376,
+// 169.254.43518, ::ffff:169.254.169.254 are 169.254.169.254, as WHATWG
+// URL parsers and libc read them); lower case, without a trailing dot.
+func canonicalHost(host string) string {
+	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	if a, err := idna.Lookup.ToASCII(h); err == nil {
+		h = strings.TrimSuffix(a, ".")
+	} else if m, err := idna.Punycode.ToASCII(h); err == nil {
+		h = strings.TrimSuffix(strings.ToLower(m), ".")
+	}
+	if ip, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return ip.Unmap().String()
+	}
+	if ip, ok := legacyIPv4(h); ok {
+		return ip.String()
+	}
+	return h
+}
+
+// legacyIPv4 parses the IPv4 forms inet_aton and the WHATWG URL parser
+// accept: one to four parts, each decimal, 0x hex or 0-prefixed octal, the
+// last filling the bytes the others leave.
+func legacyIPv4(h string) (netip.Addr, bool) {
+	parts := strings.Split(h, ".")
+	if len(parts) == 0 || len(parts) > 4 {
+		return netip.Addr{}, false
+	}
+	var nums []uint64
+	for _, p := range parts {
+		base := 10
+		switch {
+		case len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X"):
+			p, base = p[2:], 16
+		case len(p) > 1 && p[0] == '0':
+			p, base = p[1:], 8
+		}
+		n, err := strconv.ParseUint(p, base, 32)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		nums = append(nums, n)
+	}
+	last := nums[len(nums)-1]
+	if last >= 1<<(8*(5-len(nums))) {
+		return netip.Addr{}, false
+	}
+	v := last
+	for i, n := range nums[:len(nums)-1] {
+		if n > 255 {
+			return netip.Addr{}, false
+		}
+		v |= n << (8 * (3 - i))
+	}
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// whatwgSpecial reads a URL of a special scheme (http, https, ws, wss,
+// ftp) as the WHATWG URL standard does, which is how browsers, Node's fetch
+// and many agents' tools read it: any run of slashes or backslashes after
+// the scheme starts the authority, and a backslash anywhere is a slash
+// (so https:/evil.example and https://evil.example\@good.example name
+// evil.example, where Go's url.Parse would see no host or good.example).
+func whatwgSpecial(cand string) string {
+	i := strings.IndexByte(cand, ':')
+	if i < 0 {
+		return cand
+	}
+	switch strings.ToLower(cand[:i]) {
+	case "http", "https", "ws", "wss", "ftp":
+	default:
+		return cand
+	}
+	rest := strings.ReplaceAll(strings.TrimLeft(cand[i+1:], `/\`), `\`, "/")
+	return cand[:i] + "://" + rest
+}
+
+// hostViolation checks a host against the deny and allow lists, in its
+// canonical spelling.
 func (t *Tools) hostViolation(host string) (string, bool) {
+	host = canonicalHost(host)
 	for i, d := range t.denyDomains {
 		if d.match(host) {
 			return fmt.Sprintf("host matches egress.deny_domains[%d]", i), true

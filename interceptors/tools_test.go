@@ -139,3 +139,49 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+// Hosts are compared in the spelling a client connects to: WHATWG URL
+// parsing for special schemes (any slashes or backslashes after the
+// scheme, a backslash as a slash), IDNA mapping, and every way of writing
+// an IP address.
+func TestEgressCanonicalHosts(t *testing.T) {
+	deny := build(t, KindTools, `{"egress":{"deny_domains":["evil.example","169.254.169.254"]}}`)
+	allow := build(t, KindTools, `{"egress":{"allow_domains":["docs.python.org"]}}`)
+	for _, tc := range []struct {
+		name, args string
+	}{
+		{"one slash", `{"url":"https:/evil.example/x"}`},
+		{"no slash", `{"q":"see https:evil.example/x"}`},
+		{"backslashes", `{"url":"https:\\\\evil.example/x"}`},
+		{"backslash before userinfo", `{"url":"https://evil.example\\@docs.python.org/x"}`},
+		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
+		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
+		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
+		{"decimal ip", `{"url":"http://2852039166/"}`},
+		{"hex ip", `{"url":"http://0xa9fea9fe/"}`},
+		{"short ip", `{"url":"http://169.254.43518/"}`},
+		{"octal ip", `{"url":"http://0251.0376.0251.0376/"}`},
+		{"mapped ipv6", `{"url":"http://[::ffff:169.254.169.254]/"}`},
+		{"mapped ipv6 hex", `{"url":"http://[::ffff:a9fe:a9fe]/"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if strings.Contains(tc.name, "ip") {
+				if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
+					t.Errorf("deny list: %s", got)
+				}
+				return
+			}
+			if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" && tc.name != "backslash before userinfo" {
+				t.Errorf("deny list: %s", got)
+			}
+			if got := verdictSummary(run(t, allow, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
+				t.Errorf("allow list: %s", got)
+			}
+		})
+	}
+	for _, ok := range []string{`{"url":"https://docs.python.org/3/"}`, `{"url":"https://DOCS.python.org./x"}`, `{"q":"time 12:30, note:x"}`} {
+		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
+			t.Errorf("%s: %s", ok, got)
+		}
+	}
+}
