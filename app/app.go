@@ -29,6 +29,10 @@ type Options struct {
 	Extra []Extra
 	// OnReload is told of every reload attempt.
 	OnReload func(ok bool, err error)
+	// Warnings lists what a loaded config asks for that works, but not as
+	// written (serve's own checks beside the config's); a reload logs
+	// them as serve does at start. Nil logs the config's own warnings.
+	Warnings func(*config.Config) []config.Problem
 }
 
 // App is a configured, running hooksproxy.
@@ -175,8 +179,15 @@ func (a *App) Reload() error {
 			a.cfg = cfg
 			a.mu.Unlock()
 			a.Server.Apply(em, settingsOf(cfg, a.opts))
-			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics {
-				a.log.Warn("config reloaded; listen, upstream, sessions, limits and metrics changes apply only after a restart")
+			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics || old.Records != cfg.Records {
+				a.log.Warn("config reloaded; listen, upstream, sessions, limits, metrics and records changes apply only after a restart")
+			}
+			warns := cfg.Warnings
+			if a.opts.Warnings != nil {
+				warns = a.opts.Warnings(cfg)
+			}
+			for _, pr := range warns {
+				a.log.Warn(pr.Msg, "config", a.path, "line", pr.Line, "path", pr.Path)
 			}
 		}
 	}

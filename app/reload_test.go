@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -337,3 +338,30 @@ func loadApp(t *testing.T, path string, opts app.Options) *app.App {
 	}
 	return a
 }
+
+// A reload that changes records (or another restart-only setting) says in
+// the log that it applies only after a restart.
+func TestReloadSaysRecordsNeedARestart(t *testing.T) {
+	up := httptest.NewServer(scripted.New())
+	defer up.Close()
+	path := filepath.Join(t.TempDir(), "hooksproxy.yaml")
+	writeAtomic(t, path, reloadConfig(up.URL, "v1", ""))
+	var logs strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(b) }), nil))
+	a := loadApp(t, path, app.Options{Logger: log})
+	defer a.Server.Close()
+	writeAtomic(t, path, reloadConfig(up.URL, "v1", "")+"records: {file: "+filepath.Join(t.TempDir(), "r.jsonl")+"}\n")
+	if err := a.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(logs.String(), "records changes apply only after a restart") {
+		t.Errorf("log:\n%s", logs.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -897,6 +897,16 @@ var credentialHeaders = []string{
 	"X-Api-Key", "Api-Key", "X-Auth-Token", "X-Goog-Api-Key",
 }
 
+// reservedHeaders mean something else to the proxy or to HTTP (canonical
+// form): a session named by one would fight its other meaning (the proxy
+// answers X-Request-Id with its own id, X-Agent-Hooks-Agent names the
+// agent).
+var reservedHeaders = []string{
+	"X-Request-Id", "X-Agent-Hooks-Agent", "X-Upstream-Request-Id", "X-Should-Retry",
+	"Host", "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding",
+	"Connection", "Accept", "Accept-Encoding", "User-Agent", "Te", "Trailer", "Upgrade",
+}
+
 // credentialHeader reports whether h (any case) is a credential header.
 func credentialHeader(h string) bool {
 	return slices.Contains(credentialHeaders, textproto.CanonicalMIMEHeaderKey(h))
@@ -912,6 +922,8 @@ func (p *parser) sessions(n *yaml.Node, path string, s *Sessions) {
 					p.add(resolveAlias(v).Line, path, "must be an HTTP header name")
 				case credentialHeader(h):
 					p.add(resolveAlias(v).Line, path, "%s carries credentials; session ids are written to records, response headers and logs, so name a header of their own (default %s)", textproto.CanonicalMIMEHeaderKey(h), DefaultSessionHeader)
+				case slices.Contains(reservedHeaders, textproto.CanonicalMIMEHeaderKey(h)):
+					p.add(resolveAlias(v).Line, path, "%s already means something to HTTP or to hooksproxy; name a header of the sessions' own (default %s)", textproto.CanonicalMIMEHeaderKey(h), DefaultSessionHeader)
 				}
 				s.Header = textproto.CanonicalMIMEHeaderKey(h)
 			}

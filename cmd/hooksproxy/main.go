@@ -316,6 +316,7 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 	}
 	opts := wiring.options(log)
 	opts.Extra = base.Extra
+	opts.Warnings = func(c *config.Config) []config.Problem { return approvalWarnings(c, app.Getenv) }
 	a, err := app.New(cfg, path, opts)
 	if err != nil {
 		wiring.close()

@@ -339,6 +339,14 @@ func TestApprovalBoundValidateServeReloadAgree(t *testing.T) {
 	if !strings.Contains(logs.String(), "exceeds the approval bound") {
 		t.Fatalf("serve did not warn:\n%s", logs.String())
 	}
+	// A reload of the same file warns as serve did.
+	logs.Reset()
+	if err := rt.app.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if !strings.Contains(logs.String(), "exceeds the approval bound") {
+		t.Fatalf("reload did not warn:\n%s", logs.String())
+	}
 	fixed := strings.Replace(product, "    approval: {resolver: approvers}\n", "    approval: {resolver: approvers}\n    timeouts: {approval_resolver_ms: 600000}\n", 1)
 	if err := os.WriteFile(path, []byte(fixed), 0o600); err != nil {
 		t.Fatal(err)
