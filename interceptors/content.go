@@ -1,6 +1,7 @@
 package interceptors
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -187,6 +188,82 @@ func compileContent(config []byte) (*contentRules, error) {
 		return nil, err
 	}
 	return cr, nil
+}
+
+// textPartRuns calls fn with the joined text of every run of two or more
+// content parts in doc (array elements that are objects with a string
+// "text", as chat messages and answers carry them), until fn returns
+// false. Other elements (an image part) end a run. mapPart, when set,
+// rewrites each part's text before the join.
+func textPartRuns(doc []byte, mapPart func(string) string, fn func(joined string) bool) {
+	if !bytes.Contains(doc, []byte(`"text"`)) {
+		return
+	}
+	var walk func(v gjson.Result, depth int) bool
+	walk = func(v gjson.Result, depth int) bool {
+		if depth > 128 {
+			return false
+		}
+		ok := true
+		if !v.IsArray() {
+			v.ForEach(func(_, m gjson.Result) bool {
+				if m.IsObject() || m.IsArray() {
+					ok = walk(m, depth+1)
+				}
+				return ok
+			})
+			return ok
+		}
+		var b strings.Builder
+		parts := 0
+		flush := func() bool {
+			more := parts < 2 || fn(b.String())
+			b.Reset()
+			parts = 0
+			return more
+		}
+		v.ForEach(func(_, e gjson.Result) bool {
+			if t := e.Get("text"); e.IsObject() && t.Type == gjson.String {
+				part := t.Str
+				if mapPart != nil {
+					part = mapPart(part)
+				}
+				b.WriteString(part)
+				parts++
+			} else if ok = flush(); !ok {
+				return false
+			}
+			if e.IsObject() || e.IsArray() {
+				ok = walk(e, depth+1)
+			}
+			return ok
+		})
+		return ok && flush()
+	}
+	walk(gjson.ParseBytes(doc), 0)
+}
+
+// partsMasked reports whether masking each content part alone leaves no
+// redact match in the joined parts of doc, so that the part-by-part
+// transform is enough.
+func partsMasked(ms *maskSet, doc []byte) bool {
+	clean := true
+	mask := func(s string) string {
+		if masked, _, changed := ms.apply(newText(s)); changed {
+			return masked
+		}
+		return s
+	}
+	textPartRuns(doc, mask, func(joined string) bool {
+		for _, p := range ms.patterns {
+			if p.found(newText(joined)) {
+				clean = false
+				return false
+			}
+		}
+		return true
+	})
+	return clean
 }
 
 // maskSet masks every match of its patterns in a string.
@@ -398,6 +475,22 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	})
 	if err != nil {
 		return points.Verdict{}, err
+	}
+	if denyName == "" && escName == "" {
+		// Text split across content parts is one text to the model and
+		// to a client that joins the parts: judged joined too. A redact
+		// match there cannot be masked part by part, so it denies.
+		textPartRuns(doc, nil, func(joined string) bool {
+			t := newText(joined)
+			if name, ok := firstFound(g[actDeny], t); ok {
+				denyName = name
+			} else if name, ok := firstFound(g[actRedact], t); ok && !partsMasked(&ct.redact, doc) {
+				denyName = name
+			} else if name, ok := firstFound(g[actEscalate], t); ok && escName == "" {
+				escName = name
+			}
+			return denyName == ""
+		})
 	}
 	switch {
 	case denyName != "":

@@ -214,3 +214,26 @@ func TestContentMaskedNamesStayDistinct(t *testing.T) {
 		t.Fatalf("redacted %s (%v)", out, err)
 	}
 }
+
+// Text split across content parts is judged joined: a deny pattern across
+// two parts denies; a redact pattern across parts, which cannot be masked
+// part by part, denies too; parts that each mask their own match pass.
+func TestContentAcrossParts(t *testing.T) {
+	ic := build(t, KindContent, `{"deny":[{"name":"code","regex":"SECRET-[0-9]+"}],"redact":[{"name":"key","regex":"sk-[a-z]{8}"}]}`)
+	for _, tc := range []struct {
+		name, content, want string
+	}{
+		{"deny across parts", `[{"type":"text","text":"The code is SEC"},{"type":"text","text":"RET-123"}]`, "deny"},
+		{"redact across parts", `[{"type":"text","text":"key sk-abcd"},{"type":"text","text":"efgh end"}]`, "deny"},
+		{"image between breaks the run", `[{"type":"text","text":"SEC"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"RET-1"}]`, "allow"},
+		{"each part masks its own", `[{"type":"text","text":"key sk-abcdefgh"},{"type":"text","text":" done"}]`, "transform"},
+		{"plain parts", `[{"type":"text","text":"hello "},{"type":"text","text":"world"}]`, "allow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := run(t, ic, outputCtx(t, tc.content))
+			if got := string(v.Decision); got != tc.want {
+				t.Errorf("decision %s (%s %s), want %s", got, v.Reason, v.Message, tc.want)
+			}
+		})
+	}
+}
