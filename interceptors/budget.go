@@ -115,9 +115,7 @@ type Budget struct {
 
 func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 	var c budgetConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	env = env.withDefaults()
 	b := &Budget{maxElapsed: time.Duration(c.MaxElapsed), reason: c.Reason, message: c.Message, now: env.Now}
 	if b.reason == "" {
@@ -165,7 +163,7 @@ func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 			capacity = *c.MaxSessions
 		}
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	b.sessions = newLRU(int(capacity))

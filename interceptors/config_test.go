@@ -189,6 +189,8 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		{KindTools, `{"deny":["[a-"],"reason":[],"args":[{"path":1,"regex":"("}]}`,
 			[]string{"config.reason", "config.args[0].path", "config.deny[0]", "config.args[0].regex"}},
 		{KindModels, `{"allow":["gpt-[4"],"message":7}`, []string{"config.message", "config.allow[0]"}},
+		{KindBudget, `{"scope":"galaxy","max_model_calls":-1,"max_tool_calls":"x"}`, []string{"config.max_tool_calls", "config.scope", "config.max_model_calls"}},
+		{KindWebhook, `{"url":"ftp://x","timeout":"bad","zz":1}`, []string{"config.timeout", "config.zz", "config.url"}},
 		{KindCEL, `{"rules":[{"when":"ctx.a ==","verdict":{"decision":"allow"}},{"when":"true","verdict":7}],"cost_limit":"x"}`,
 			[]string{"config.rules[1].verdict", "config.cost_limit", "config.rules[0].when"}},
 		{KindBudget, `{"max_model_calls":-1,"max_tool_calls":-2,"scope":"tenant"}`, []string{"config.scope", "config.max_model_calls", "config.max_tool_calls"}},

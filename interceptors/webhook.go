@@ -48,9 +48,7 @@ type Webhook struct {
 
 func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 	var c webhookConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	env = env.withDefaults()
 	var ps problems
 	if c.URL == "" {
@@ -98,7 +96,7 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 		}
 		w.headers.Set(h, v)
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	// Our own client: a redirect would re-send the context elsewhere, so the
