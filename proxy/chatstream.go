@@ -471,17 +471,17 @@ type chatAcc struct {
 	// given again): replayed as it came, a client could assemble text or
 	// a call other than the one judged, so it is re-derived (Unjudged).
 	irregular bool
-	id       []byte
-	model    []byte
-	created  []byte
-	tier     []byte // raw; nil when never present
-	fprint   []byte
-	usage    []byte
-	choices  []choiceAcc
-	slots    int
-	scratch  []byte
-	hasTier  bool
-	hasPrint bool
+	id        []byte
+	model     []byte
+	created   []byte
+	tier      []byte // raw; nil when never present
+	fprint    []byte
+	usage     []byte
+	choices   []choiceAcc
+	slots     int
+	scratch   []byte
+	hasTier   bool
+	hasPrint  bool
 }
 
 type choiceAcc struct {
