@@ -2,9 +2,11 @@ package approvals
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -51,23 +53,40 @@ func configObject(raw []byte, known ...string) (map[string]gjson.Result, error) 
 		allowed[k] = true
 	}
 	out := map[string]gjson.Result{}
-	var err error
+	var ps problems
 	root.ForEach(func(k, v gjson.Result) bool {
 		p := memberPath("config", k.Str)
 		switch {
 		case !allowed[k.Str]:
-			err = cfgErr(p, "unknown key (known: %s)", joinKeys(known))
+			ps = append(ps, cfgErr(p, "unknown key (known: %s)", joinKeys(known)))
 		case out[k.Str].Exists():
-			err = cfgErr(p, "duplicate key")
+			ps = append(ps, cfgErr(p, "duplicate key"))
 		default:
 			out[k.Str] = v
 		}
-		return err == nil
+		return true
 	})
-	if err != nil {
-		return nil, err
+	return out, ps.err()
+}
+
+// problems collects every problem of one config, so that a load reports
+// them all at once.
+type problems []error
+
+// err is nil, the one problem, or all of them as one error ("; " joined,
+// one line, as the config loader prints a component's refusal).
+func (ps problems) err() error {
+	switch len(ps) {
+	case 0:
+		return nil
+	case 1:
+		return ps[0]
 	}
-	return out, nil
+	msgs := make([]string, len(ps))
+	for i, p := range ps {
+		msgs[i] = p.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func joinKeys(ks []string) string {
@@ -124,28 +143,33 @@ func durationOf(path string, r gjson.Result) (time.Duration, error) {
 // so a long timeout here needs a long approval_resolver_ms too.
 func ParseConsoleConfig(cfg []byte) (ConsoleOptions, error) {
 	m, err := configObject(cfg, "max_pending", "timeout")
+	var ps problems
 	if err != nil {
-		return ConsoleOptions{}, err
+		if m == nil {
+			return ConsoleOptions{}, err
+		}
+		ps = append(ps, err) // and go on: every problem at once
 	}
 	var o ConsoleOptions
 	if r := m["max_pending"]; present(r) {
 		const p = "config.max_pending"
-		if r.Type != gjson.Number {
-			return ConsoleOptions{}, cfgErr(p, "must be an integer")
-		}
 		n, err := strconv.ParseInt(r.Raw, 10, 64)
-		if err != nil {
-			return ConsoleOptions{}, cfgErr(p, "must be an integer")
+		switch {
+		case r.Type != gjson.Number || err != nil:
+			ps = append(ps, cfgErr(p, "must be an integer"))
+		case n < 1 || n > MaxPendingLimit:
+			ps = append(ps, cfgErr(p, "must be between 1 and %d", MaxPendingLimit))
+		default:
+			o.MaxPending = int(n)
 		}
-		if n < 1 || n > MaxPendingLimit {
-			return ConsoleOptions{}, cfgErr(p, "must be between 1 and %d", MaxPendingLimit)
-		}
-		o.MaxPending = int(n)
 	}
 	if r := m["timeout"]; present(r) {
 		if o.Timeout, err = durationOf("config.timeout", r); err != nil {
-			return ConsoleOptions{}, err
+			ps = append(ps, err)
 		}
+	}
+	if err := ps.err(); err != nil {
+		return ConsoleOptions{}, err
 	}
 	return o, nil
 }
