@@ -146,56 +146,40 @@ func TestStartupCutWaiterIsNotDenied(t *testing.T) {
 	}
 }
 
-// The host API's pre on a new named session whose agent_startup is cut by
-// its client leaving ends the session as cancelled, as the chat path does.
-func TestHostAPIStartupCutEndsCancelled(t *testing.T) {
-	entered := make(chan struct{})
-	var rs lrReasons
-	_, hs, _ := lrServer(t, "http://127.0.0.1:1", Options{}, rs.binding(), blockAt(points.AgentStartup, entered), allowAll())
-	const sid = "host-1"
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/agent-hooks/v1/sessions/"+sid+"/tool-calls/c1/pre", strings.NewReader(`{"name":"search","args":{}}`))
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	<-entered
-	cancel()
-	<-done
-	waitFor(t, "agent_shutdown", func() bool { return len(rs.of(sid)) > 0 })
-	if got := rs.of(sid); len(got) != 1 || got[0] != "cancelled" {
-		t.Errorf("host API startup cut by the client leaving: agent_shutdown %v, want [cancelled] as on the chat path", got)
-	}
-}
-
-// The same cut on the chat path.
-func TestChatStartupCutEndsCancelled(t *testing.T) {
+// A new named session's agent_startup cut by its client leaving ends the
+// session as cancelled, on the host API and the chat path alike (both run
+// Server.startup).
+func TestStartupCutEndsCancelled(t *testing.T) {
 	up, _ := upstream(t, plainCompletion, false, 0)
-	entered := make(chan struct{})
-	var rs lrReasons
-	_, hs, _ := lrServer(t, up.URL, Options{}, rs.binding(), blockAt(points.AgentStartup, entered), allowAll())
-	const sid = "chat-1"
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+"/v1/chat/completions", strings.NewReader(hello))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Agent-Hooks-Session", sid)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
-	<-entered
-	cancel()
-	<-done
-	waitFor(t, "agent_shutdown", func() bool { return len(rs.of(sid)) > 0 })
-	if got := rs.of(sid); len(got) != 1 || got[0] != "cancelled" {
-		t.Errorf("chat startup cut: agent_shutdown %v, want [cancelled]", got)
+	for _, tc := range []struct {
+		name, sid, path, body string
+	}{
+		{"host API", "host-1", "/agent-hooks/v1/sessions/host-1/tool-calls/c1/pre", `{"name":"search","args":{}}`},
+		{"chat", "chat-1", "/v1/chat/completions", hello},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			entered := make(chan struct{})
+			var rs lrReasons
+			_, hs, _ := lrServer(t, up.URL, Options{}, rs.binding(), blockAt(points.AgentStartup, entered), allowAll())
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				req, _ := http.NewRequestWithContext(ctx, "POST", hs.URL+tc.path, strings.NewReader(tc.body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Agent-Hooks-Session", tc.sid)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			<-entered
+			cancel()
+			<-done
+			waitFor(t, "agent_shutdown", func() bool { return len(rs.of(tc.sid)) > 0 })
+			if got := rs.of(tc.sid); len(got) != 1 || got[0] != "cancelled" {
+				t.Errorf("startup cut by the client leaving: agent_shutdown %v, want [cancelled]", got)
+			}
+		})
 	}
 }
 

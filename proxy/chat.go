@@ -108,10 +108,48 @@ func (rn *run) cancelled() {
 
 // tellClosing answers 503 shutting_down when the server's Close cancelled
 // the request.
-func (rn *run) tellClosing() {
-	if rn.s.base.Err() != nil {
-		writeError(rn.w, http.StatusServiceUnavailable, "server_error", "hooksproxy is shutting down; nothing of this request's answer was released", "shutting_down")
+func (rn *run) tellClosing() { rn.s.tellClosing(rn.w) }
+
+// tellClosing answers 503 shutting_down when Close cancelled the request.
+func (s *Server) tellClosing(w http.ResponseWriter) {
+	if s.base.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, "server_error", "hooksproxy is shutting down; nothing of this request's answer was released", "shutting_down")
 	}
+}
+
+// startup runs the agent_startup of a session this request created and
+// wakes the requests waiting on it. A deny answers the request and ends the
+// session; a startup cut by the request ending (its client left, or Close)
+// ends it cancelled and marks it startCut, so waiters answer
+// session_ending rather than a deny. It reports whether the session
+// started.
+func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.Emitter, sess *session, tools []string) bool {
+	res := em.Emit(ctx, sess.ps, points.StartupEvent(tools))
+	gone := !res.Proceed && cutShort(ctx, res)
+	sess.mu.Lock()
+	sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
+	sess.mu.Unlock()
+	close(sess.startDone)
+	if res.Proceed {
+		return true
+	}
+	reason := "error"
+	if gone {
+		s.tellClosing(w)
+		reason = "cancelled"
+	} else {
+		writeBlocked(w, res)
+	}
+	if s.sessions.end(sess, reason) {
+		s.shutdown(ctx, em, sess, reason)
+	}
+	return false
+}
+
+// cutShort reports whether a host-error deny came from ctx ending while a
+// point was deciding (see run.gone).
+func cutShort(ctx context.Context, res points.Result) bool {
+	return res.HostError() && ctx.Err() != nil
 }
 
 // blocked answers a blocking verdict and ends a header-less run.
@@ -131,9 +169,7 @@ func (rn *run) blocked(res points.Result) {
 // emitter recorded the cut emission as failed closed, as §6.3 asks, but
 // the answer and the run's end are a cancellation's, not a policy
 // failure's (no 503 host error, agent_shutdown{cancelled}).
-func (rn *run) gone(res points.Result) bool {
-	return res.HostError() && rn.r.Context().Err() != nil
-}
+func (rn *run) gone(res points.Result) bool { return cutShort(rn.r.Context(), res) }
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID(w, r) // on every answer, refusals included
@@ -278,23 +314,7 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	}
 	if created {
 		_, names := toolDecls(body)
-		res := em.Emit(ctx, sess.ps, points.StartupEvent(names))
-		gone := !res.Proceed && rn.gone(res)
-		sess.mu.Lock()
-		sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
-		sess.mu.Unlock()
-		close(sess.startDone)
-		if !res.Proceed {
-			reason := "error"
-			if gone {
-				rn.tellClosing()
-				reason = "cancelled"
-			} else {
-				writeBlocked(w, res)
-			}
-			if s.sessions.end(sess, reason) {
-				s.shutdown(ctx, em, sess, reason)
-			}
+		if !s.startup(ctx, w, em, sess, names) {
 			return nil, false
 		}
 	}

@@ -138,26 +138,7 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bo
 		return nil, nil, false
 	}
 	if created {
-		res := em.Emit(r.Context(), sess.ps, points.StartupEvent(nil))
-		// Cut by the request ending: a cancellation, not a deny (as chat).
-		gone := !res.Proceed && res.HostError() && r.Context().Err() != nil
-		sess.mu.Lock()
-		sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
-		sess.mu.Unlock()
-		close(sess.startDone)
-		if !res.Proceed {
-			reason := "error"
-			if gone {
-				reason = "cancelled"
-				if s.base.Err() != nil {
-					writeError(w, http.StatusServiceUnavailable, "server_error", "hooksproxy is shutting down", "shutting_down")
-				}
-			} else {
-				writeBlocked(w, res)
-			}
-			if s.sessions.end(sess, reason) {
-				s.shutdown(r.Context(), em, sess, reason)
-			}
+		if !s.startup(r.Context(), w, em, sess, nil) {
 			s.sessions.release(sess, s.opts.Now())
 			return nil, nil, false
 		}
