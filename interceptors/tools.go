@@ -518,13 +518,15 @@ func (t *Tools) urlViolation(cand string) (string, bool) {
 // ASCII names resolvers see; an IP address in the dotted or standard form
 // whatever way it was written (2852039166, 0xa9fea9fe, 0251.0376.0251.0376,
 // 169.254.43518, ::ffff:169.254.169.254 are 169.254.169.254, as WHATWG
-// URL parsers and libc read them); lower case, without a trailing dot.
+// URL parsers and libc read them); lower case, without trailing dots.
 func canonicalHost(host string) string {
-	h := strings.TrimSuffix(strings.ToLower(host), ".")
+	// Every trailing dot goes (not just the root's), so that the result is
+	// a fixed point: a list entry and a request host meet in one spelling.
+	h := strings.TrimRight(strings.ToLower(host), ".")
 	if a, err := idna.Lookup.ToASCII(h); err == nil {
-		h = strings.TrimSuffix(a, ".")
+		h = strings.TrimRight(a, ".")
 	} else if m, err := idna.Punycode.ToASCII(h); err == nil {
-		h = strings.TrimSuffix(strings.ToLower(m), ".")
+		h = strings.TrimRight(strings.ToLower(m), ".")
 	}
 	if ip, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
 		return ip.Unmap().String()
@@ -547,10 +549,16 @@ func legacyIPv4(h string) (netip.Addr, bool) {
 	for _, p := range parts {
 		base := 10
 		switch {
-		case len(p) > 2 && (p[:2] == "0x" || p[:2] == "0X"):
+		case len(p) >= 2 && (p[:2] == "0x" || p[:2] == "0X"):
 			p, base = p[2:], 16
+			if p == "" {
+				p = "0" // WHATWG reads a bare 0x as zero
+			}
 		case len(p) > 1 && p[0] == '0':
 			p, base = p[1:], 8
+		}
+		if p == "" || p[0] == '+' || p[0] == '-' {
+			return netip.Addr{}, false
 		}
 		n, err := strconv.ParseUint(p, base, 32)
 		if err != nil {
