@@ -501,8 +501,18 @@ func hasWWW(s string) bool {
 // the URL.
 func (t *Tools) urlViolation(cand string) (string, bool) {
 	cand = strings.TrimRight(cand, ".,;:!?)]}'")
-	cand = whatwgSpecial(cand)
-	u, err := url.Parse(cand)
+	if strings.IndexByte(cand, '\\') >= 0 {
+		// WHATWG parsers (browsers, fetch) read a backslash as a slash,
+		// RFC 3986 ones (curl, Python's urllib, most HTTP libraries) as
+		// an ordinary character, so https://good\@evil names good for
+		// one and evil for the other. Both readings must pass.
+		if host, ok := rfc3986Host(cand); ok && host != "" {
+			if why, bad := t.hostViolation(host); bad {
+				return why, true
+			}
+		}
+	}
+	u, err := url.Parse(whatwgSpecial(cand))
 	if err != nil {
 		return "cannot be parsed", true
 	}
@@ -598,6 +608,33 @@ func whatwgSpecial(cand string) string {
 	}
 	rest := strings.ReplaceAll(strings.TrimLeft(cand[i+1:], `/\`), `\`, "/")
 	return cand[:i] + "://" + rest
+}
+
+// rfc3986Host is the host of cand's authority as RFC 3986 reads it: after
+// "//", up to the first '/', '?' or '#', after the last '@', without the
+// port. ok is false when cand has no authority.
+func rfc3986Host(cand string) (host string, ok bool) {
+	i := strings.Index(cand, "://")
+	if i < 0 {
+		return "", false
+	}
+	auth := cand[i+3:]
+	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
+		auth = auth[:j]
+	}
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if strings.HasPrefix(auth, "[") {
+		if j := strings.IndexByte(auth, ']'); j >= 0 {
+			return auth[1:j], true
+		}
+		return auth, true
+	}
+	if j := strings.LastIndexByte(auth, ':'); j >= 0 {
+		auth = auth[:j]
+	}
+	return auth, true
 }
 
 // hostViolation checks a host against the deny and allow lists, in its

@@ -142,8 +142,9 @@ func TestGlob(t *testing.T) {
 
 // Hosts are compared in the spelling a client connects to: WHATWG URL
 // parsing for special schemes (any slashes or backslashes after the
-// scheme, a backslash as a slash), IDNA mapping, and every way of writing
-// an IP address.
+// scheme, a backslash as a slash) and, where a backslash makes them
+// differ, RFC 3986's (curl's: the host after the last @), IDNA mapping,
+// and every way of writing an IP address.
 func TestEgressCanonicalHosts(t *testing.T) {
 	deny := build(t, KindTools, `{"egress":{"deny_domains":["evil.example","169.254.169.254"]}}`)
 	allow := build(t, KindTools, `{"egress":{"allow_domains":["docs.python.org"]}}`)
@@ -154,6 +155,9 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"no slash", `{"q":"see https:evil.example/x"}`},
 		{"backslashes", `{"url":"https:\\\\evil.example/x"}`},
 		{"backslash before userinfo", `{"url":"https://evil.example\\@docs.python.org/x"}`},
+		{"allowed host backslash at evil", `{"url":"https://docs.python.org\\@evil.example/x"}`},
+		{"allowed host backslash colon at evil", `{"url":"https://docs.python.org\\:x@evil.example/"}`},
+		{"curl command", `{"cmd":"curl https://docs.python.org\\@evil.example/x"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -171,7 +175,7 @@ func TestEgressCanonicalHosts(t *testing.T) {
 				}
 				return
 			}
-			if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" && tc.name != "backslash before userinfo" {
+			if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
 				t.Errorf("deny list: %s", got)
 			}
 			if got := verdictSummary(run(t, allow, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
