@@ -334,8 +334,15 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 				return nil, false
 			}
 			if res.Transformed {
-				if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(in.index)+".content", []byte(orNull(res.Target().Get("content").Raw))); err != nil {
-					rn.failClosed(points.PreModelCallEvent("", nil), "input write-back failed")
+				// A write-back that fails is the input's failure, recorded
+				// over the message as it came (which builds, as it did).
+				v, ok := inputContent(res.Target().Get("content"), content)
+				if !ok {
+					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input transform value has no chat message form")
+					return nil, false
+				}
+				if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(in.index)+".content", v); err != nil {
+					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input write-back failed")
 					return nil, false
 				}
 			}

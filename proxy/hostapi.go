@@ -220,7 +220,19 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		s.toolSeamBlocked(w, r, pol, sess, res, out.control)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": json.RawMessage(out.args)})
+	resArgs := json.RawMessage(out.args)
+	if args.Type == gjson.String {
+		// Arguments sent as the OpenAI string come back as a string: as
+		// sent when nothing changed them (judged as an object, or as
+		// raw_arguments when they are not one, but not rewritten), else
+		// the transformed object's text.
+		if points.JSONEqual(string(out.args), string(argsRaw)) {
+			resArgs = json.RawMessage(args.Raw)
+		} else {
+			resArgs = appendString(nil, argsString(gjson.ParseBytes(out.args)))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "args": resArgs})
 }
 
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {

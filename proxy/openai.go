@@ -542,6 +542,25 @@ func setAnswerText(completion, text []byte) ([]byte, error) {
 	return sjson.SetRawBytes(completion, "choices.0.message.content", text)
 }
 
+// inputContent is the request form of an input transform's content value:
+// a string as is, content parts where the message had parts (a masking
+// transform keeps them), an object as its JSON text, as the answer's
+// write-back does. A number, a boolean, null or a missing member has no
+// form a chat request accepts for a user or system message, so there is
+// none (the caller fails closed rather than send the upstream a body it
+// refuses).
+func inputContent(v gjson.Result, orig string) ([]byte, bool) {
+	switch {
+	case v.Type == gjson.String:
+		return []byte(v.Raw), true
+	case v.IsArray() && len(orig) > 0 && orig[0] == '[':
+		return []byte(v.Raw), true
+	case v.IsObject():
+		return appendString(nil, string(compact([]byte(v.Raw)))), true
+	}
+	return nil, false
+}
+
 // stripUnjudged removes message members no point judged (v.unjudged) and
 // re-indexes v; changed reports whether it removed any (the stream must
 // then be re-derived).

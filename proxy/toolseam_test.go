@@ -305,3 +305,29 @@ func TestReloadMidRequestKeepsItsPolicy(t *testing.T) {
 		t.Errorf("%d pre_tool_call records, want 2", n)
 	}
 }
+
+// Arguments sent to the host API as the OpenAI string come back as a
+// string: unchanged when nothing transformed them (even when they are not
+// a JSON object and were judged as raw_arguments), else the transformed
+// object's text.
+func TestHostAPIStringArgs(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, points.Binding{Name: "pre", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PreToolCall && c.Get("tool_call.name").Str == "fetch" {
+			return points.Replace("$target.url", json.RawMessage(`"https://safe.example"`)), nil
+		}
+		return points.Allow(), nil
+	})})
+	base := p.URL + "/agent-hooks/v1/sessions/s2/tool-calls/"
+	for _, tc := range []struct{ id, body, want string }{
+		{"a1", `{"name":"shell","args":"ls -la"}`, `"ls -la"`},
+		{"a2", `{"name":"read","args":"{\"path\": \"/x\"}"}`, `"{\"path\": \"/x\"}"`},
+		{"a3", `{"name":"fetch","args":"{\"url\":\"http://evil\"}"}`, `"{\"url\":\"https://safe.example\"}"`},
+		{"a4", `{"name":"read","args":{"path":"/x"}}`, `{"path":"/x"}`},
+	} {
+		r, b := hostCall(t, base+tc.id+"/pre", tc.body)
+		if r.StatusCode != 200 || !gjson.GetBytes(b, "proceed").Bool() || gjson.GetBytes(b, "args").Raw != tc.want {
+			t.Errorf("%s: %d %s, want args %s", tc.body, r.StatusCode, b, tc.want)
+		}
+	}
+}

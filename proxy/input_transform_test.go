@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// An input transform is written into the request in a form the chat API
+// accepts, or the request fails closed before the upstream: a number or
+// null as a user message's content would only earn the upstream's 400.
+func TestInputTransformValues(t *testing.T) {
+	const parts = `{"model":"gpt-test","messages":[{"role":"user","content":[{"type":"text","text":"Hi"}]}]}`
+	for _, tc := range []struct {
+		name, req, value string
+		want             string // the content sent upstream; "" = refused with 503
+	}{
+		{"string", hello, `"Hello"`, `"Hello"`},
+		{"object as its JSON text", hello, `{"k":"v"}`, `"{\"k\":\"v\"}"`},
+		{"parts kept for parts", parts, `[{"type":"text","text":"Ho"}]`, `[{"type":"text","text":"Ho"}]`},
+		{"number", hello, `12345`, ""},
+		{"null", hello, `null`, ""},
+		{"boolean", hello, `true`, ""},
+		{"array for a string message", hello, `["a"]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, got := upstream(t, plainCompletion, false, 0)
+			xf := at(points.Input, "xf", func(*points.Context) (points.Verdict, error) {
+				return points.Replace("$target.content", json.RawMessage(tc.value)), nil
+			})
+			p := newProxy(t, up.URL, xf, allowAll(points.AgentStartup, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown))
+			resp, body := post(t, p.URL, tc.req)
+			if tc.want == "" {
+				if resp.StatusCode != 503 || gjson.GetBytes(body, "error.code").Str != string(points.ReasonTransformInvalid) {
+					t.Fatalf("status %d body %s, want 503 transform_invalid", resp.StatusCode, body)
+				}
+				if len(*got) != 0 {
+					t.Fatalf("the upstream was called: %s", strings.Join(*got, "\n"))
+				}
+				return
+			}
+			if resp.StatusCode != 200 || len(*got) != 1 {
+				t.Fatalf("status %d body %s, upstream calls %d", resp.StatusCode, body, len(*got))
+			}
+			if c := gjson.Get((*got)[0], "messages.0.content").Raw; c != tc.want {
+				t.Fatalf("upstream got content %s, want %s", c, tc.want)
+			}
+		})
+	}
+}
