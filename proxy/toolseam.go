@@ -455,12 +455,27 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		case "assistant":
 			var spliced []string
 			calls := m.toolCalls.Array()
+			carries := func(id string) bool { // the agent replayed this call itself
+				for _, c := range calls {
+					if c.Get("id").Str == id {
+						return true
+					}
+				}
+				return false
+			}
 			for i, c := range calls {
 				tc := sess.tools[c.Get("id").Str]
 				if tc == nil {
 					continue
 				}
-				spliced = append(spliced, tc.withheld...)
+				for _, wid := range tc.withheld {
+					// Its own tool message is then in the history (its
+					// content replaced by the control error above), so a
+					// splice would send the id twice, which backends refuse.
+					if !carries(wid) {
+						spliced = append(spliced, wid)
+					}
+				}
 				if tc.proceed && tc.args != nil {
 					raw, _ = sjson.SetBytes(raw, "tool_calls."+strconv.Itoa(i)+".function.arguments", argsString(gjson.ParseBytes(tc.args)))
 				}
