@@ -629,10 +629,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes))
-		copyRawHeaders(w.Header(), resp.Header)
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(b)
+		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
 		rn.end("error", false)
 		return false
 	}

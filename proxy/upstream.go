@@ -105,6 +105,26 @@ func copyRawHeaders(dst, src http.Header) {
 	}
 }
 
+// relayError passes an upstream's error answer on, status and headers
+// included. A body that cannot be read whole (over limit, cut or reset) is
+// not relayed half: the client gets the status with an OpenAI-shaped body
+// saying so, rather than truncated JSON that looks complete.
+func relayError(w http.ResponseWriter, resp *http.Response, limit int64) {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	copyRawHeaders(w.Header(), resp.Header)
+	if err != nil || int64(len(b)) > limit {
+		w.Header().Del("Content-Encoding")
+		why := "could not be read whole"
+		if err == nil {
+			why = "is over max_buffered_response_bytes"
+		}
+		writeError(w, resp.StatusCode, "upstream_error", "upstream answered "+strconv.Itoa(resp.StatusCode)+" with an error body that "+why+"; it was not relayed", "upstream_error_body_unreadable")
+		return
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(b)
+}
+
 // passthrough forwards a configured path unchanged (still without hop-by-hop
 // headers, with the configured key), streaming the answer back.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {

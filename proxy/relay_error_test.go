@@ -1,0 +1,74 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// An upstream error is relayed whole with its status and headers, or, when
+// its body cannot be read whole, with its status and an OpenAI-shaped body
+// saying so: never as truncated JSON that looks complete.
+func TestRelayErrorBody(t *testing.T) {
+	const small = `{"error":{"message":"rate limited","type":"requests","code":"rate_limit_exceeded"}}`
+	for _, tc := range []struct {
+		name   string
+		handle func(w http.ResponseWriter)
+		want   string // the body's error.code; "" = the upstream's body as sent
+	}{
+		{"whole", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(429)
+			_, _ = io.WriteString(w, small)
+		}, ""},
+		{"over the limit", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "7")
+			w.WriteHeader(429)
+			_, _ = io.WriteString(w, `{"error":{"message":"`+strings.Repeat("E", 4096)+`"}}`)
+		}, "upstream_error_body_unreadable"},
+		{"cut short", func(w http.ResponseWriter) {
+			w.Header().Set("Retry-After", "7")
+			w.Header().Set("Content-Length", "1000")
+			w.WriteHeader(429)
+			_, _ = io.WriteString(w, `{"error":{"mess`)
+			// the handler returns with 985 bytes owed: the connection is cut
+		}, "upstream_error_body_unreadable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				tc.handle(w)
+			}))
+			defer up.Close()
+			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(up.URL)
+			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1024, Agent: points.Agent{ID: "a", Framework: "f"}})
+			s.Start()
+			hs := httptest.NewServer(s)
+			defer func() { hs.Close(); s.Close() }()
+			resp, body := post(t, hs.URL, hello)
+			if resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "7" {
+				t.Fatalf("status %d, Retry-After %q", resp.StatusCode, resp.Header.Get("Retry-After"))
+			}
+			if tc.want == "" {
+				if string(body) != small {
+					t.Fatalf("body %s", body)
+				}
+				return
+			}
+			if !gjson.ValidBytes(body) || gjson.GetBytes(body, "error.code").Str != tc.want {
+				t.Fatalf("body %s", body)
+			}
+		})
+	}
+}
