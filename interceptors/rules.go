@@ -59,11 +59,11 @@ func (ms *matchSet) decodeField(path string, r gjson.Result) error {
 	return nil
 }
 
-// matcher is one match value: exact JSON, {regex: "..."} over a string, or
-// {equals: <json>} for an exact value that would otherwise read as an
-// operator. An object holding regex or equals is an operator and may hold
-// nothing else, so a typo such as {regex, flags} is an error rather than a
-// literal that never matches.
+// matcher is one match value: exact JSON, {regex: "..."} over a string or
+// the text of content parts (partsText), or {equals: <json>} for an exact
+// value that would otherwise read as an operator. An object holding regex
+// or equals is an operator and may hold nothing else, so a typo such as
+// {regex, flags} is an error rather than a literal that never matches.
 type matcher struct {
 	re   *regexp.Regexp
 	want any
@@ -115,13 +115,55 @@ func (m *matcher) decodeField(path string, r gjson.Result) error {
 
 func (m matcher) matches(got gjson.Result) bool {
 	if m.re != nil {
-		return got.Type == gjson.String && m.re.MatchString(got.Str)
+		if got.Type == gjson.String {
+			return m.re.MatchString(got.Str)
+		}
+		text, ok := partsText(got)
+		return ok && m.re.MatchString(text)
 	}
 	if s, ok := m.want.(string); ok {
 		return got.Type == gjson.String && got.Str == s
 	}
 	v, ok := decodeJSON(got.Raw)
 	return ok && jsonValueEqual(v, m.want)
+}
+
+// partsText reads got as chat content parts: an array of objects, at least
+// one with a string "text" (of any type, as content.go's textPartRuns reads
+// it) or "refusal" (a refusal part). Their texts are joined with nothing
+// between, content.go's join for text split across parts; other parts
+// (image_url, input_audio, file) add none. Anything else is not parts.
+//
+// One joined text, not each part alone: a regex then judges parts as it
+// judges the same text sent as a string, so "block"+"me" cannot evade a
+// deny of blockme, and an allow of ^yes$ (rules may allow, where an extra
+// reading is not the safe side) does not pass ["yes", "and more"]. It joins
+// across a non-text part too, where textPartRuns ends a run, so an
+// unanchored pattern content finds in a part or run, rules find as well.
+func partsText(got gjson.Result) (string, bool) {
+	if !got.IsArray() {
+		return "", false
+	}
+	var b strings.Builder
+	objects, texts := true, 0
+	got.ForEach(func(_, e gjson.Result) bool {
+		if !e.IsObject() {
+			objects = false
+			return false
+		}
+		e.ForEach(func(k, v gjson.Result) bool {
+			if (k.Str == "text" || k.Str == "refusal") && v.Type == gjson.String {
+				b.WriteString(v.Str)
+				texts++
+			}
+			return true
+		})
+		return true
+	})
+	if !objects || texts == 0 {
+		return "", false
+	}
+	return b.String(), true
 }
 
 type predicate struct {
