@@ -72,3 +72,27 @@ func TestRelayErrorBody(t *testing.T) {
 		})
 	}
 }
+
+// The upstream sees the request id the records and the response carry:
+// the client's when it is sane, the proxy's where the client's was refused.
+func TestUpstreamGetsRecordedRequestID(t *testing.T) {
+	got := make(chan string, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		got <- strings.Join(r.Header.Values("X-Request-Id"), "|")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, plainCompletion)
+	}))
+	defer up.Close()
+	p := newProxy(t, up.URL, allowAll())
+	for _, sent := range []string{"client-id-1", `a b"c<>`, strings.Repeat("x", 200)} {
+		resp, _ := post(t, p.URL, hello, "X-Request-Id", sent)
+		id := resp.Header.Get("X-Request-Id")
+		if up := <-got; up != id {
+			t.Errorf("sent %.20q: upstream got %q, response and records carry %q", sent, up, id)
+		}
+		if sent == "client-id-1" && id != sent {
+			t.Errorf("a sane client id was replaced: %q", id)
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // hopHeaders are connection-scoped (RFC 9110 §7.6.1) and never forwarded.
@@ -62,6 +64,11 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	delete(out.Header, "Content-Length")
 	out.Header.Del(s.opts.SessionHeader) // configured: may not be canonical
 	delete(out.Header, "X-Agent-Hooks-Agent")
+	if id := points.RequestIDFrom(ctx); id != "" {
+		// The id on the records and the response (the client's, or ours
+		// where the client's was refused), so the upstream's logs agree.
+		out.Header.Set("X-Request-Id", id)
+	}
 	if body != nil {
 		out.ContentLength = int64(len(body))
 		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
@@ -155,7 +162,7 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.client.Do(out)
 	if err != nil {
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable", nil)
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		return
 	}
 	defer resp.Body.Close()
