@@ -637,6 +637,18 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	// Hold the whole response, headers included.
 	t.resp = resp
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if sse := ct == "text/event-stream"; sse != stream {
+		// Answered in the other framing than asked: the client's SDK
+		// could not decode it, whatever the points said.
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, sse, time.Since(upStart))
+		msg := "upstream answered a stream to a request without stream: true; nothing of it was released"
+		if stream {
+			msg = "upstream answered a streaming request with a body that is not text/event-stream; nothing of it was released"
+		}
+		writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
+		rn.end("error", false)
+		return false
+	}
 	if ct == "text/event-stream" {
 		// A stream counts as held from its first byte until it is
 		// released or refused: past post_model_call, through output and

@@ -96,3 +96,28 @@ func TestUpstreamGetsRecordedRequestID(t *testing.T) {
 		}
 	}
 }
+
+// An answer in the other framing than the request asked for (a stream to
+// stream: false, JSON to stream: true) is refused: the client's SDK could
+// not decode it, and nothing of it is released.
+func TestFramingMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name, req, answer string
+		stream            bool
+	}{
+		{"stream to a json request", hello, textStream, true},
+		{"json to a streaming request", helloStream, plainCompletion, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := upstream(t, tc.answer, tc.stream, 64)
+			p := newProxy(t, up.URL, allowAll())
+			resp, body := post(t, p.URL, tc.req)
+			if resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_invalid_response" || strings.Contains(string(body), "secret") {
+				t.Fatalf("status %d body %s", resp.StatusCode, body)
+			}
+			if n := count(p.sink, points.PostModelCall); n != 0 {
+				t.Fatalf("%d post_model_call records for an errored call", n)
+			}
+		})
+	}
+}

@@ -144,6 +144,10 @@ func (u *stressUpstream) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"`+stressSecret+`"`)
 	case "drip":
+		if !stream {
+			text("drip") // a stream answers only a streaming request
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		_, _ = io.WriteString(w, chunk(`{"role":"assistant","content":""}`, ""))
