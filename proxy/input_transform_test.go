@@ -52,3 +52,29 @@ func TestInputTransformValues(t *testing.T) {
 		})
 	}
 }
+
+// A post_model_call transform that removes every tool call releases an
+// answer whose finish_reason is stop, json and stream alike: agent loops
+// branch on it.
+func TestDroppedToolCallsFinishStop(t *testing.T) {
+	const toolJSON = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"checking","tool_calls":[{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	for _, tc := range []struct {
+		name, answer, req string
+		stream            bool
+	}{
+		{"json", toolJSON, hello, false},
+		{"stream", toolStream, helloStream, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := upstream(t, tc.answer, tc.stream, 64)
+			drop := at(points.PostModelCall, "drop", func(*points.Context) (points.Verdict, error) {
+				return points.Replace("$target.tool_calls", json.RawMessage(`[]`)), nil
+			})
+			p := newProxy(t, up.URL, drop, allowAll(points.AgentStartup, points.Input, points.PreModelCall, points.Output, points.AgentShutdown))
+			resp, body := post(t, p.URL, tc.req)
+			if resp.StatusCode != 200 || strings.Contains(string(body), `"tool_calls"`) || !strings.Contains(string(body), `"finish_reason":"stop"`) {
+				t.Fatalf("status %d body %s", resp.StatusCode, body)
+			}
+		})
+	}
+}

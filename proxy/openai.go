@@ -423,7 +423,14 @@ func writeBackResponse(completion []byte, resp gjson.Result) ([]byte, error) {
 	calls := resp.Get("tool_calls").Array()
 	if len(calls) == 0 {
 		if gjson.Get(view(completion), "choices.0.message.tool_calls").Exists() {
-			completion, err = sjson.DeleteBytes(completion, "choices.0.message.tool_calls")
+			if completion, err = sjson.DeleteBytes(completion, "choices.0.message.tool_calls"); err != nil {
+				return nil, err
+			}
+		}
+		if gjson.Get(view(completion), "choices.0.finish_reason").Str == "tool_calls" {
+			// No call is left to make: agent loops that branch on the
+			// reason would look for calls that are not there.
+			completion, err = sjson.SetBytes(completion, "choices.0.finish_reason", "stop")
 		}
 		return completion, err
 	}
