@@ -14,8 +14,10 @@ type turnInput struct {
 // turnInputs picks what input judges in a request that opens a turn. The
 // new turn is what follows the last assistant message: every user message
 // there gets its own emission (normally exactly one). A request with no
-// user message after the last assistant one (an assistant prefill, say)
-// is judged on its last user message; one with no user message at all on
+// user message after the last assistant one is judged on the system or
+// developer messages there (new text the agent added mid-loop), and with
+// none of those either (an assistant prefill, say) on its last user
+// message; one with no user message at all on
 // its last system or developer message (as role system), and failing that
 // on its last message (as role external). So every such request has at
 // least one input, and the one a chat client sends has exactly one.
@@ -36,6 +38,13 @@ func turnInputs(msgs []gjson.Result) []turnInput {
 	for i := lastAssistant + 1; i < len(msgs); i++ {
 		if msgs[i].Get("role").Str == "user" {
 			out = append(out, turnInput{index: i, role: "user"})
+		}
+	}
+	if len(out) == 0 && lastAssistant >= 0 {
+		for i := lastAssistant + 1; i < len(msgs); i++ {
+			if r := msgs[i].Get("role").Str; r == "system" || r == "developer" {
+				out = append(out, turnInput{index: i, role: "system"})
+			}
 		}
 	}
 	switch {
