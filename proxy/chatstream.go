@@ -1002,7 +1002,7 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 			case v.Type == gjson.Null:
 			case v.IsObject():
 				c.hasFn = true
-				reason = addFunctionDelta(&c.fn, v, "delta.function_call")
+				reason = addFunctionDelta(&c.fn, v, "delta.function_call", false)
 			default:
 				reason = "delta.function_call is not an object"
 			}
@@ -1088,10 +1088,14 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		tc.typ = append(tc.typ[:0], typ.Raw...)
 	}
 	if fn.IsObject() {
+		repeat := false
 		if n := fn.Get("name"); n.Exists() && n.Type == gjson.String && n.Str != "" && len(tc.name) > 0 {
 			a.irregular = true // a name given again: clients replace or split it
+			// Servers that repeat the whole name in every delta mean one
+			// name; only a different fragment is appended.
+			repeat = len(n.Raw) >= 2 && string(tc.name) == n.Raw[1:len(n.Raw)-1]
 		}
-		return addFunctionDelta(tc, fn, "tool call function")
+		return addFunctionDelta(tc, fn, "tool call function", repeat)
 	}
 	return ""
 }
@@ -1106,8 +1110,9 @@ func (c *choiceAcc) tool(i int) *toolAcc {
 }
 
 // addFunctionDelta merges {"name","arguments"} fragments; names are
-// concatenated like arguments, as openai-go does.
-func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string) string {
+// concatenated like arguments, as openai-go does, except that a name
+// repeating the whole name so far (skipName) is not appended again.
+func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string, skipName bool) string {
 	var seen int
 	var reason string
 	fn.ForEach(func(k, v gjson.Result) bool {
@@ -1126,6 +1131,9 @@ func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string) string {
 			return false
 		}
 		seen |= bit
+		if bit == 1 && skipName {
+			return true
+		}
 		var ignored bool
 		reason = appendStringDelta(dst, &ignored, v, what+"."+k.Str)
 		return reason == ""
