@@ -21,7 +21,7 @@
 //	hooksproxy_denials_total{point,mode,reason,binding}           counter
 //	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed; starts at 0 for every reserved reason)
 //	hooksproxy_fold_truncated_total{point}                        counter
-//	hooksproxy_approvals_total{point,outcome,resolution}          counter (outcome = resolved_by; resolution approve|reject|unresolved|failed)
+//	hooksproxy_approvals_total{point,outcome,resolution}          counter (outcome = resolved_by; resolution approve|reject|unresolved|cancelled|failed)
 //	hooksproxy_emission_duration_seconds{point}                   histogram
 //	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
 //	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
@@ -171,7 +171,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.denials = counter("denials_total", "Deny decisions by point, mode, reason and the deciding binding (none when host-synthesized).", "point", "mode", "reason", "binding")
 	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies by point and reserved reason.", "point", "reason")
 	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
-	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (resolved_by: approval or rejection) and resolution (approve, reject, unresolved or failed).", "point", "outcome", "resolution")
+	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (resolved_by: approval or rejection) and resolution (approve, reject, unresolved, cancelled or failed).", "point", "outcome", "resolution")
 	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
 	m.interceptorDuration = histogram("interceptor_duration_seconds", "Time one interceptor took, by binding and point.", decisionBuckets(), "binding", "point")
 	m.interceptorVerdicts = counter("interceptor_verdicts_total", "Verdicts by binding, point and decision (after host substitution).", "binding", "point", "decision")
@@ -210,7 +210,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		m.configReloads.WithLabelValues(r)
 	}
 	for _, p := range points.AllPoints() {
-		for _, or := range [][2]string{{"approval", "approve"}, {"approval", "failed"}, {"rejection", "reject"}, {"rejection", "unresolved"}, {"rejection", "failed"}} {
+		for _, or := range [][2]string{{"approval", "approve"}, {"approval", "failed"}, {"rejection", "reject"}, {"rejection", "unresolved"}, {"rejection", "cancelled"}, {"rejection", "failed"}} {
 			m.approvals.WithLabelValues(string(p), or[0], or[1])
 		}
 	}
@@ -427,12 +427,16 @@ func (m *Metrics) decidingBinding(r *points.Record) string {
 // resolutionLabel tells what became of a consultation, which resolved_by
 // alone does not: "approve" (a permit came of it), "reject" (a resolver or
 // a person refused: the deny stands with a policy reason), "unresolved"
-// (nobody decided: host_error:approval_unresolved) or "failed" (the
-// resolver failed, timed out, broke the echo rule or answered an invalid
-// or inapplicable verdict: any other host_error:*).
+// (nobody decided: host_error:approval_unresolved), "cancelled" (the
+// caller went away while it waited) or "failed" (the resolver failed,
+// timed out, broke the echo rule or answered an invalid or inapplicable
+// verdict: any other host_error:*).
 func resolutionLabel(r *points.Record) string {
 	reason := r.Verdict.Reason
 	host := points.IsHostError(reason)
+	if host && reason == string(points.ReasonApprovalResolverFailed) && r.Verdict.Message == "cancelled" {
+		return "cancelled"
+	}
 	switch r.ResolvedBy {
 	case "approval":
 		if r.Verdict.Decision == points.DecisionDeny && host {

@@ -298,22 +298,24 @@ func TestApprovalResolution(t *testing.T) {
 		decision   points.Decision
 		reason     string
 		want       string
+		message    string
 	}{
-		{"approval", points.DecisionAllow, "", "approve"},
-		{"approval", points.DecisionTransform, "redacted", "approve"},
-		{"approval", points.DecisionDeny, points.ReasonTransformInvalid, "failed"},
-		{"rejection", points.DecisionDeny, "needs_approval", "reject"},
-		{"rejection", points.DecisionDeny, "approver_said_no", "reject"},
-		{"rejection", points.DecisionDeny, points.ReasonApprovalUnresolved, "unresolved"},
-		{"rejection", points.DecisionDeny, points.ReasonApprovalResolverFailed, "failed"},
-		{"rejection", points.DecisionDeny, points.ReasonApprovalIdentityMismatch, "failed"},
-		{"rejection", points.DecisionDeny, points.ReasonVerdictInvalid, "failed"},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalResolverFailed, "cancelled", "cancelled"},
+		{"approval", points.DecisionAllow, "", "approve", ""},
+		{"approval", points.DecisionTransform, "redacted", "approve", ""},
+		{"approval", points.DecisionDeny, points.ReasonTransformInvalid, "failed", ""},
+		{"rejection", points.DecisionDeny, "needs_approval", "reject", ""},
+		{"rejection", points.DecisionDeny, "approver_said_no", "reject", ""},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalUnresolved, "unresolved", ""},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalResolverFailed, "failed", ""},
+		{"rejection", points.DecisionDeny, points.ReasonApprovalIdentityMismatch, "failed", ""},
+		{"rejection", points.DecisionDeny, points.ReasonVerdictInvalid, "failed", ""},
 	}
 	for _, tt := range tests {
-		t.Run(tt.resolvedBy+" "+tt.reason, func(t *testing.T) {
+		t.Run(tt.resolvedBy+" "+tt.reason+" "+tt.message, func(t *testing.T) {
 			m, _ := newMetrics(t)
 			m.Emission(&points.Record{InterceptionPoint: points.PreToolCall, Mode: points.Enforce, ResolvedBy: tt.resolvedBy,
-				Verdict: points.RecordVerdict{Decision: tt.decision, Reason: tt.reason}}, time.Millisecond)
+				Verdict: points.RecordVerdict{Decision: tt.decision, Reason: tt.reason, Message: tt.message}}, time.Millisecond)
 			if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", tt.resolvedBy, tt.want)); v != 1 {
 				t.Fatalf("approvals{outcome=%s,resolution=%s} = %v", tt.resolvedBy, tt.want, v)
 			}

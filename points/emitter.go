@@ -1021,6 +1021,9 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 	select {
 	case a := <-done:
 		if a.err != nil {
+			if ctx.Err() != nil {
+				return hostError(ReasonApprovalResolverFailed, "cancelled"), false, true
+			}
 			return fail(ReasonApprovalResolverFailed)
 		}
 		res = a.res
@@ -1036,6 +1039,11 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 		case <-grace.C:
 		}
 		grace.Stop()
+		if ctx.Err() != nil {
+			// The caller went away (client disconnect, shutdown), not the
+			// resolver: the record and metrics say so.
+			return hostError(ReasonApprovalResolverFailed, "cancelled"), false, true
+		}
 		return fail(ReasonApprovalResolverFailed)
 	}
 	// §9 normative validation order.
