@@ -273,7 +273,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
+	banner := stdout
+	if rt.wiring.recordsToStdout {
+		banner = stderr // stdout carries JSON lines only
+	}
+	fmt.Fprintf(banner, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
 	rt.drainDelay, _ = c.drainDelay() // checked above (c.check)
 	rt.stopSignals = stop
 	return rt.wait(ctx)

@@ -447,3 +447,14 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// Records written to standard output keep it JSON lines only: the banner
+// moves to stderr for the names of stdout.
+func TestIsStdout(t *testing.T) {
+	for path, want := range map[string]bool{"/dev/stdout": true, "/dev/fd/1": true, "/proc/self/fd/1": true, "/dev//stdout": true,
+		"records.jsonl": false, "/dev/stderr": false, "/var/log/hooksproxy/records.jsonl": false} {
+		if got := isStdout(path); got != want {
+			t.Errorf("isStdout(%q) = %v", path, got)
+		}
+	}
+}

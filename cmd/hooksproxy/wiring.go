@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,9 @@ type wiring struct {
 	ring    *audit.Ring
 	file    *audit.Sink
 	sink    *audit.Fanout
+	// recordsToStdout: records.file is the process's standard output, so
+	// nothing else may be printed there (the banner goes to stderr).
+	recordsToStdout bool
 
 	mu      sync.Mutex
 	console *approvals.Console       // the one approval queue (see queue)
@@ -62,6 +66,7 @@ func (w *wiring) openSinks(cfg *config.Config) error {
 			return fmt.Errorf("records.file: %w", err)
 		}
 		w.file = f
+		w.recordsToStdout = isStdout(cfg.Records.File)
 		sinks = append(sinks, f)
 	}
 	w.sink = audit.NewFanout(sinks...)
@@ -217,4 +222,13 @@ func consoleExtra(w *wiring) app.Extra {
 			return boundedResolver{Resolver: wh, timeout: webhookTimeout(cfg)}, nil
 		})
 	}
+}
+
+// isStdout reports whether path names the process's standard output.
+func isStdout(path string) bool {
+	switch filepath.Clean(path) {
+	case "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1":
+		return true
+	}
+	return false
 }
