@@ -91,3 +91,21 @@ func FuzzWhatwgSpecial(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRFC3986Host: the curl-style reading never panics and names only
+// hosts a client could connect to (no backslash, control character or
+// authority delimiter left in them).
+func FuzzRFC3986Host(f *testing.F) {
+	for _, s := range []string{`https://a\@b/x`, `https:/\a\@b`, `https:a\@b`, `https:///a\@b`, `https://a\n`, `mailto:a@b`, `https://[::1]:8\@x`, "x:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cand string) {
+		host, ok := rfc3986Host(cand)
+		if !ok {
+			return
+		}
+		if host == "" || strings.ContainsAny(host, "\\/?#@ \t\r\n") {
+			t.Fatalf("rfc3986Host(%q) = %q", cand, host)
+		}
+	})
+}

@@ -389,7 +389,17 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 				if loc[0] > 0 && strings.IndexByte(".-/@", v.value[loc[0]-1]) >= 0 {
 					continue // part of a longer name or of a URL already judged
 				}
-				if why, isBad := t.urlViolation("https://" + v.value[loc[0]:loc[1]]); isBad {
+				end := loc[1]
+				if end < len(v.value) && v.value[end] == '\\' {
+					// www.good\@evil: the match stops at the backslash,
+					// curl reads on to the host after the @.
+					if k := strings.IndexAny(v.value[end:], " \t\r\n\"'<>`"); k >= 0 {
+						end += k
+					} else {
+						end = len(v.value)
+					}
+				}
+				if why, isBad := t.urlViolation("https://" + v.value[loc[0]:end]); isBad {
 					return bad(why)
 				}
 			}
@@ -506,7 +516,7 @@ func (t *Tools) urlViolation(cand string) (string, bool) {
 		// RFC 3986 ones (curl, Python's urllib, most HTTP libraries) as
 		// an ordinary character, so https://good\@evil names good for
 		// one and evil for the other. Both readings must pass.
-		if host, ok := rfc3986Host(cand); ok && host != "" {
+		if host, ok := rfc3986Host(cand); ok {
 			if why, bad := t.hostViolation(host); bad {
 				return why, true
 			}
@@ -610,15 +620,29 @@ func whatwgSpecial(cand string) string {
 	return cand[:i] + "://" + rest
 }
 
-// rfc3986Host is the host of cand's authority as RFC 3986 reads it: after
-// "//", up to the first '/', '?' or '#', after the last '@', without the
-// port. ok is false when cand has no authority.
+// rfc3986Host is the host of cand's authority as curl and RFC 3986
+// parsers read it where a backslash is no separator: after the scheme's
+// colon and any run of slashes or backslashes (curl is that lenient), up
+// to the first '/', '?' or '#', after the last '@', without the port. ok
+// is false when there is no authority, or the host is not one a client
+// could connect to (it still holds a backslash or a control character, as
+// in the code text print('https://host\n')): then only the WHATWG
+// reading names a destination.
 func rfc3986Host(cand string) (host string, ok bool) {
-	i := strings.Index(cand, "://")
+	i := strings.IndexByte(cand, ':')
 	if i < 0 {
 		return "", false
 	}
-	auth := cand[i+3:]
+	auth := strings.TrimLeft(cand[i+1:], `/\`)
+	if len(auth) == len(cand)-i-1 {
+		// No slash after the scheme: curl still reads an authority for
+		// the special schemes it knows (https:host), so do the same.
+		switch strings.ToLower(cand[:i]) {
+		case "http", "https", "ws", "wss", "ftp":
+		default:
+			return "", false
+		}
+	}
 	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
 		auth = auth[:j]
 	}
@@ -627,12 +651,13 @@ func rfc3986Host(cand string) (host string, ok bool) {
 	}
 	if strings.HasPrefix(auth, "[") {
 		if j := strings.IndexByte(auth, ']'); j >= 0 {
-			return auth[1:j], true
+			auth = auth[1:j]
 		}
-		return auth, true
-	}
-	if j := strings.LastIndexByte(auth, ':'); j >= 0 {
+	} else if j := strings.LastIndexByte(auth, ':'); j >= 0 {
 		auth = auth[:j]
+	}
+	if auth == "" || strings.ContainsFunc(auth, func(r rune) bool { return r == '\\' || r < 0x21 || r == 0x7f }) {
+		return "", false
 	}
 	return auth, true
 }

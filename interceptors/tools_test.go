@@ -158,6 +158,12 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"allowed host backslash at evil", `{"url":"https://docs.python.org\\@evil.example/x"}`},
 		{"allowed host backslash colon at evil", `{"url":"https://docs.python.org\\:x@evil.example/"}`},
 		{"curl command", `{"cmd":"curl https://docs.python.org\\@evil.example/x"}`},
+		{"slash backslash then at", `{"url":"https:/\\docs.python.org\\@evil.example/x"}`},
+		{"one slash then at", `{"url":"https:/docs.python.org\\@evil.example/x"}`},
+		{"three slashes then at", `{"url":"https:///docs.python.org\\@evil.example/x"}`},
+		{"curl backslashes then at", `{"cmd":"curl https:\\\\docs.python.org\\@evil.example/x"}`},
+		{"curl no slash then at", `{"cmd":"curl https:docs.python.org\\@evil.example/x"}`},
+		{"curl www then at", `{"cmd":"curl www.docs.python.org\\@evil.example/x"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -183,7 +189,12 @@ func TestEgressCanonicalHosts(t *testing.T) {
 			}
 		})
 	}
-	for _, ok := range []string{`{"url":"https://docs.python.org/3/"}`, `{"url":"https://DOCS.python.org./x"}`, `{"q":"time 12:30, note:x"}`} {
+	for _, ok := range []string{`{"url":"https://docs.python.org/3/"}`, `{"url":"https://DOCS.python.org./x"}`, `{"q":"time 12:30, note:x"}`,
+		// A backslash that names no other host (an escape in code text)
+		// is no reason to deny: only the WHATWG reading has a host there.
+		`{"code":"print('https://docs.python.org\\n')"}`, `{"code":"printf(\"fetching https://docs.python.org\\n\");"}`,
+		`{"cmd":"echo -e \"https://docs.python.org\\tok\""}`, `{"url":"https://docs.python.org\\3\\"}`,
+		`{"url":"https://user@docs.python.org\\x"}`} {
 		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
 			t.Errorf("%s: %s", ok, got)
 		}
