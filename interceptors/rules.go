@@ -113,13 +113,33 @@ func (m *matcher) decodeField(path string, r gjson.Result) error {
 	return nil
 }
 
-func (m matcher) matches(got gjson.Result) bool {
+// matches reports whether got matches. For content parts a regex has
+// several readings (partsText): broad (a rule that denies or transforms)
+// matches when any reading does, so no split across parts evades it;
+// otherwise (a rule that allows) every joined reading must match, so extra
+// parts cannot widen an allow.
+func (m matcher) matches(got gjson.Result, broad bool) bool {
 	if m.re != nil {
 		if got.Type == gjson.String {
 			return m.re.MatchString(got.Str)
 		}
-		text, ok := partsText(got)
-		return ok && m.re.MatchString(text)
+		parts, ok := partsText(got)
+		if !ok {
+			return false
+		}
+		joined, lines := strings.Join(parts, ""), strings.Join(parts, "\n")
+		if !broad {
+			return m.re.MatchString(joined) && m.re.MatchString(lines)
+		}
+		if m.re.MatchString(joined) || m.re.MatchString(lines) {
+			return true
+		}
+		for _, p := range parts {
+			if m.re.MatchString(p) {
+				return true
+			}
+		}
+		return false
 	}
 	if s, ok := m.want.(string); ok {
 		return got.Type == gjson.String && got.Str == s
@@ -130,22 +150,18 @@ func (m matcher) matches(got gjson.Result) bool {
 
 // partsText reads got as chat content parts: an array of objects, at least
 // one with a string "text" (of any type, as content.go's textPartRuns reads
-// it) or "refusal" (a refusal part). Their texts are joined with nothing
-// between, content.go's join for text split across parts; other parts
-// (image_url, input_audio, file) add none. Anything else is not parts.
-//
-// One joined text, not each part alone: a regex then judges parts as it
-// judges the same text sent as a string, so "block"+"me" cannot evade a
-// deny of blockme, and an allow of ^yes$ (rules may allow, where an extra
-// reading is not the safe side) does not pass ["yes", "and more"]. It joins
-// across a non-text part too, where textPartRuns ends a run, so an
-// unanchored pattern content finds in a part or run, rules find as well.
-func partsText(got gjson.Result) (string, bool) {
+// it) or "refusal" (a refusal part), and returns those texts in order;
+// other parts (image_url, input_audio, file) add none. Anything else is not
+// parts. A regex judges them joined with nothing between (content.go's
+// join: "block"+"me" is blockme), joined with newlines (as chat templates
+// render parts, so \b and (?m)^ see the boundary the model sees) and, for
+// a denying rule, each part alone (as content.go also does).
+func partsText(got gjson.Result) ([]string, bool) {
 	if !got.IsArray() {
-		return "", false
+		return nil, false
 	}
-	var b strings.Builder
-	objects, texts := true, 0
+	var texts []string
+	objects := true
 	got.ForEach(func(_, e gjson.Result) bool {
 		if !e.IsObject() {
 			objects = false
@@ -153,17 +169,16 @@ func partsText(got gjson.Result) (string, bool) {
 		}
 		e.ForEach(func(k, v gjson.Result) bool {
 			if (k.Str == "text" || k.Str == "refusal") && v.Type == gjson.String {
-				b.WriteString(v.Str)
-				texts++
+				texts = append(texts, v.Str)
 			}
 			return true
 		})
 		return true
 	})
-	if !objects || texts == 0 {
-		return "", false
+	if !objects || len(texts) == 0 {
+		return nil, false
 	}
-	return b.String(), true
+	return texts, true
 }
 
 type predicate struct {
@@ -176,6 +191,7 @@ type rule struct {
 	at    pointSet
 	preds matchSet
 	ret   verdictSpec
+	broad bool // ret denies or transforms: its matchers take any reading
 }
 
 // Rules is the hooksproxy.rules interceptor.
@@ -199,7 +215,8 @@ func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		if !rc.Return.set {
 			ps.add(cfgErr(at+".return", "required"))
 		}
-		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return})
+		broad := rc.Return.set && rc.Return.verdict().Decision != points.DecisionAllow
+		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return, broad: broad})
 	}
 	if err := ps.err(); err != nil {
 		return nil, err
@@ -221,7 +238,7 @@ func (r *Rules) Intercept(ctx context.Context, c *points.Context) (points.Verdic
 		ok := true
 		for _, p := range ru.preds {
 			got, found := p.path.lookup(doc)
-			if !found || !p.m.matches(got) {
+			if !found || !p.m.matches(got, ru.broad) {
 				ok = false
 				break
 			}

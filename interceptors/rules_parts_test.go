@@ -7,12 +7,15 @@ import (
 )
 
 // TestRulesRegexContentParts: a regex judges content parts by their text
-// joined as content.go joins it, so a deny written against a string holds
-// when the client sends the same text as parts.
+// (joined as content.go joins it, joined by lines, and for a deny each
+// part alone), so a deny written against a string holds when the client
+// sends the same text as parts, and an allow does not widen.
 func TestRulesRegexContentParts(t *testing.T) {
 	const cfg = `{
 	  "rules": [
 	    {"at": "input", "match": {"input.content": {"regex": "blockme"}}, "return": {"decision": "deny", "reason": "blocked_input"}},
+	    {"at": "input", "match": {"input.content": {"regex": "(?i)\\bdrop table\\b"}}, "return": {"decision": "deny", "reason": "drop_table"}},
+	    {"at": "input", "match": {"input.content": {"regex": "(?m)^rm -rf"}}, "return": {"decision": "deny", "reason": "rm_rf"}},
 	    {"at": "input", "match": {"input.content": {"regex": "^yes$"}}, "return": {"decision": "allow", "reason": "ok_yes"}},
 	    {"at": "input", "match": {"input.content": "exactstr"}, "return": {"decision": "deny", "reason": "exact_string"}},
 	    {"at": "input", "match": {"input.content": [{"type": "text", "text": "exactparts"}]}, "return": {"decision": "deny", "reason": "exact_parts"}},
@@ -48,7 +51,14 @@ func TestRulesRegexContentParts(t *testing.T) {
 		{"string among parts is not parts", inputCtx(t, `["x",{"type":"text","text":"blockme"}]`), "allow default_rule"},
 		{"object is not parts", inputCtx(t, `{"type":"text","text":"blockme"}`), "allow default_rule"},
 		{"anchored string", inputCtx(t, `"yes"`), "allow ok_yes"},
-		{"anchored over joined parts", inputCtx(t, `[{"type":"text","text":"y"},{"type":"text","text":"es"}]`), "allow ok_yes"},
+		// An allow needs every joined reading: "y"+"es" is y\nes as a
+		// chat template renders it, so the allow does not widen to it.
+		{"anchored allow needs every joined reading", inputCtx(t, `[{"type":"text","text":"y"},{"type":"text","text":"es"}]`), "allow default_rule"},
+		// A deny takes any reading: a boundary between parts is a word or
+		// line boundary to the model.
+		{"word boundary between parts", inputCtx(t, `[{"type":"text","text":"please"},{"type":"text","text":"drop table users"}]`), "deny drop_table"},
+		{"line start between parts", inputCtx(t, `[{"type":"text","text":"ok"},{"type":"text","text":"rm -rf /"}]`), "deny rm_rf"},
+		{"anchored deny on one part", inputCtx(t, `[{"type":"text","text":"intro"},{"type":"text","text":"rm -rf /"}]`), "deny rm_rf"},
 		{"anchored with an image part", inputCtx(t, `[{"type":"text","text":"yes"},`+img+`]`), "allow ok_yes"},
 		{"anchored not on one part alone", inputCtx(t, `[{"type":"text","text":"yes"},{"type":"text","text":" and more"}]`), "allow default_rule"},
 		{"exact string does not read parts", inputCtx(t, `[{"type":"text","text":"exactstr"}]`), "allow default_rule"},
