@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -30,6 +31,9 @@ func OpenFile(path string, opts ...Option) (*Sink, error) {
 	if torn > 0 {
 		o.logger.Warn("audit record file had a torn last line; truncated it", "sink", o.name, "path", path, "bytes", torn)
 	}
+	if fb.stream && (o.maxBytes > 0 || o.syncWrite) {
+		o.logger.Warn("audit record file is not a regular file (a pipe, terminal or device such as /dev/stdout): it is not rotated and not fsynced", "sink", o.name, "path", path)
+	}
 	s := newSink(o, fb, func(h hooks) { fb.h = h })
 	s.torn = torn
 	return s, nil
@@ -47,6 +51,11 @@ type fileBackend struct {
 	maxBackups int
 	next       int // the next backup number
 	h          hooks
+	// stream: the path is no regular file (a pipe, terminal or device,
+	// /dev/stdout in a container), so there is no tail to recover, nothing
+	// to rotate (renaming /dev/stdout would move the device's name) and
+	// nothing fsync can make more durable.
+	stream bool
 }
 
 func openFileBackend(path string, o options) (*fileBackend, int64, error) {
@@ -58,8 +67,14 @@ func openFileBackend(path string, o options) (*fileBackend, int64, error) {
 		return nil, 0, fmt.Errorf("audit: record directory: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil && errors.Is(err, fs.ErrPermission) {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0) // a pipe or device may be write-only
+	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("audit: open record file: %w", err)
+	}
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+		return &fileBackend{path: path, f: f, stream: true}, 0, nil
 	}
 	keep, torn, err := recoverTail(f, o.tailChunk)
 	if err != nil {
@@ -172,7 +187,8 @@ func (b *fileBackend) flush() error {
 }
 
 func (b *fileBackend) sync() error {
-	if !b.dirty {
+	if !b.dirty || b.stream {
+		b.dirty = false
 		return nil
 	}
 	if err := b.f.Sync(); err != nil {

@@ -263,9 +263,9 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 	msgs := messagesOf(body)
 	ins := turnInputs(msgs)
 	if len(ins) > maxTurnInputs {
-		// Each new user message is an input emission and a record: a
+		// Each new message judged is an input emission and a record: a
 		// request of thousands would flood the record sink.
-		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user messages after the last assistant message"
+		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user (or, without one, system) messages after the last assistant message"
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return chatRequest{}, false
 	}

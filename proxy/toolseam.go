@@ -453,7 +453,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			}
 			add(raw)
 		case "assistant":
-			var spliced []string
+			var spliced, unanswered []string
 			calls := m.toolCalls.Array()
 			carries := func(id string) bool { // the agent replayed this call itself
 				for _, c := range calls {
@@ -469,11 +469,15 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 					continue
 				}
 				for _, wid := range tc.withheld {
-					// Its own tool message is then in the history (its
-					// content replaced by the control error above), so a
-					// splice would send the id twice, which backends refuse.
-					if !carries(wid) {
+					// A call the agent carries is not spliced again
+					// (backends refuse an id twice); its result is its own
+					// tool message, whose content is replaced by the control
+					// error above, or, when it sent none, the control error.
+					switch {
+					case !carries(wid):
 						spliced = append(spliced, wid)
+					case !answeredIn(msgs, wid):
+						unanswered = append(unanswered, wid)
 					}
 				}
 				if tc.proceed && tc.args != nil {
@@ -493,7 +497,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			}
 			flush()
 			add(raw)
-			for _, wid := range spliced {
+			for _, wid := range append(spliced, unanswered...) {
 				w := sess.tools[wid]
 				tm := []byte(`{"role":"tool","tool_call_id":`)
 				tm = appendString(tm, wid)
@@ -515,6 +519,16 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		return body, nil
 	}
 	return nb, nil
+}
+
+// answeredIn reports whether a tool message in msgs answers call id.
+func answeredIn(msgs []msgFields, id string) bool {
+	for _, m := range msgs {
+		if m.role == "tool" && m.toolCallID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // continuation appends the assistant turn with the withheld calls and
