@@ -640,7 +640,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if sse := ct == "text/event-stream"; sse != stream {
 		// Answered in the other framing than asked: the client's SDK
 		// could not decode it, whatever the points said.
-		s.opts.Metrics.UpstreamRequest(resp.StatusCode, sse, time.Since(upStart))
+		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		msg := "upstream answered a stream to a request without stream: true; nothing of it was released"
 		if stream {
 			msg = "upstream answered a streaming request with a body that is not text/event-stream; nothing of it was released"
