@@ -217,6 +217,9 @@ var _ traits.Mapper = (*jsonObject)(nil)
 func (o *jsonObject) index() []jsonMember {
 	if !o.indexed {
 		o.indexed = true
+		// One allocation for a context envelope (up to 16 members); a
+		// member takes at least 6 bytes ("a":1,), which bounds small ones.
+		o.members = make([]jsonMember, 0, min(16, len(o.raw)/6+1))
 		points.ForEachMember(o.raw, func(name string, v []byte) bool {
 			o.members = append(o.members, jsonMember{name, v})
 			return true
