@@ -817,6 +817,14 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
 		return false
 	}
+	if v.badToolShape {
+		// arguments as an object (or an id or name not a string): not the
+		// chat wire, which the points would judge as empty while the
+		// client gets it as sent. Refused as a stream with it is.
+		writeError(rn.w, http.StatusBadGateway, "upstream_error", "upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response")
+		rn.end("error", false)
+		return false
+	}
 	// Members no point judges never reach the client.
 	var stripped bool
 	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {

@@ -235,8 +235,10 @@ type completionView struct {
 	unjudged, unjudgedTop, unjudgedChoice []string
 	// foreignTool: a tool call whose type is not function (a custom
 	// tool), which no tool point can judge; toolExtras: a tool call or
-	// its function carries members beyond id, name and arguments.
-	foreignTool, toolExtras bool
+	// its function carries members beyond id, name and arguments;
+	// badToolShape: an id, name or arguments that is not a string (or
+	// null), which the points would read as empty and the client as sent.
+	foreignTool, toolExtras, badToolShape bool
 }
 
 // viewCompletion indexes completion, which must be valid JSON.
@@ -310,14 +312,19 @@ func viewCompletion(completion []byte) completionView {
 	points.ForEachElement(v.toolCalls, func(c []byte) bool {
 		points.ForEachMember(c, func(name string, val []byte) bool {
 			switch name {
-			case "id", "index":
+			case "index":
+			case "id":
+				v.badToolShape = v.badToolShape || !stringOrNull(val)
 			case "type":
 				if string(val) != `"function"` {
 					v.foreignTool = true
 				}
 			case "function":
-				points.ForEachMember(val, func(fname string, _ []byte) bool {
-					if fname != "name" && fname != "arguments" {
+				points.ForEachMember(val, func(fname string, fv []byte) bool {
+					switch fname {
+					case "name", "arguments":
+						v.badToolShape = v.badToolShape || !stringOrNull(fv)
+					default:
 						v.toolExtras = true
 					}
 					return true
@@ -339,6 +346,9 @@ func firstOf(have, val []byte) []byte {
 	}
 	return val
 }
+
+// stringOrNull reports whether raw is a JSON string or null.
+func stringOrNull(raw []byte) bool { return len(raw) > 0 && (raw[0] == '"' || string(raw) == "null") }
 
 // isNull reports whether raw is absent or JSON null.
 func isNull(raw []byte) bool { return raw == nil || string(raw) == "null" }

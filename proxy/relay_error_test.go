@@ -121,3 +121,33 @@ func TestFramingMismatch(t *testing.T) {
 		})
 	}
 }
+
+// A json answer whose tool call carries arguments (or an id or name) that
+// is not a string is refused: the points would judge empty arguments while
+// the client got the object as sent. A stream with such a delta already is.
+func TestToolCallNonStringMembersRefused(t *testing.T) {
+	for _, tc := range []struct{ name, call string }{
+		{"object arguments", `{"id":"call_1","type":"function","function":{"name":"fetch","arguments":{"url":"https://evil.example/x"}}}`},
+		{"number arguments", `{"id":"call_1","type":"function","function":{"name":"fetch","arguments":4111111111111111}}`},
+		{"number id", `{"id":7,"type":"function","function":{"name":"fetch","arguments":"{}"}}`},
+		{"array name", `{"id":"call_1","type":"function","function":{"name":["fetch"],"arguments":"{}"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+				tc.call + `]},"finish_reason":"tool_calls"}]}`
+			up, _ := upstream(t, answer, false, 0)
+			p := newProxy(t, up.URL, allowAll())
+			resp, body := post(t, p.URL, hello)
+			if resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_invalid_response" || strings.Contains(string(body), "evil") {
+				t.Fatalf("status %d body %s", resp.StatusCode, body)
+			}
+		})
+	}
+	// null arguments stay accepted (read as empty, as clients read them).
+	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"ping","arguments":null}}]},"finish_reason":"tool_calls"}]}`
+	up, _ := upstream(t, answer, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	if resp, body := post(t, p.URL, hello); resp.StatusCode != 200 {
+		t.Fatalf("null arguments: %d %s", resp.StatusCode, body)
+	}
+}
