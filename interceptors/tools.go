@@ -377,6 +377,13 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 				return bad(why)
 			}
 		}
+		kind := egressNone
+		if !v.isKey {
+			kind = egressMember(v.path)
+		}
+		if why, isBad := t.controlSplitViolation(v.value, kind); isBad {
+			return bad(why)
+		}
 		if !v.isKey {
 			if kind := egressMember(v.path); kind != egressNone {
 				if why, isBad := t.schemelessViolation(v.value, kind); isBad {
@@ -407,6 +414,51 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		return true
 	})
 	return f, found
+}
+
+// controlSplitViolation judges the URLs of s as WHATWG parsers (browsers,
+// Node's fetch) and Python's urllib read them: with every ASCII tab, CR and
+// LF removed first, so https://allowed.com\n.evil.com names
+// allowed.com.evil.com and https://ev\nil.com evil.com, where the URL
+// finder stops at the line break. Joining lines of prose would make hosts
+// of words (a link, a newline, "Thanks"), so the joined reading is judged
+// against the deny list wherever it occurs, and against the allow list
+// only when the whole value is one such URL (a url argument as a fetch
+// tool passes it on), or, under a URL- or host-named member (kind), one
+// schemeless destination.
+func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
+	if !strings.ContainsAny(s, "\t\r\n") {
+		return "", false
+	}
+	joined := strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(s)
+	if tok := strings.TrimSpace(joined); !strings.ContainsAny(tok, " \f\v") {
+		if loc := t.urlRE.FindStringIndex(tok); loc != nil && loc[0] == 0 && loc[1] == len(tok) {
+			if why, bad := t.urlViolation(tok); bad {
+				return why, true
+			}
+		}
+		if kind != egressNone {
+			if why, bad := t.schemelessViolation(tok, kind); bad {
+				return why, true
+			}
+		}
+	}
+	if len(t.denyDomains) == 0 {
+		return "", false
+	}
+	for _, cand := range t.urlRE.FindAllString(joined, -1) {
+		u, err := url.Parse(whatwgSpecial(strings.TrimRight(cand, ".,;:!?)]}'")))
+		if err != nil {
+			continue
+		}
+		host := canonicalHost(u.Hostname())
+		for i, d := range t.denyDomains {
+			if d.match(host) {
+				return fmt.Sprintf("host matches egress.deny_domains[%d]", i), true
+			}
+		}
+	}
+	return "", false
 }
 
 // The kinds of member whose value is judged as a destination even without

@@ -164,6 +164,9 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"curl backslashes then at", `{"cmd":"curl https:\\\\docs.python.org\\@evil.example/x"}`},
 		{"curl no slash then at", `{"cmd":"curl https:docs.python.org\\@evil.example/x"}`},
 		{"curl www then at", `{"cmd":"curl www.docs.python.org\\@evil.example/x"}`},
+		{"newline joins the host (allow list)", `{"url":"https://docs.python.org\n.evil.example/x"}`},
+		{"tab splits a denied host", `{"url":"https://evil.ex\tample/x"}`},
+		{"schemeless newline joins the host (allow list)", `{"url":"docs.python.org\n.evil.example/x"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -181,7 +184,7 @@ func TestEgressCanonicalHosts(t *testing.T) {
 				}
 				return
 			}
-			if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
+			if got := verdictSummary(run(t, deny, preTool(t, "fetch", tc.args))); got != "deny egress_denied" && !strings.HasSuffix(tc.name, "(allow list)") {
 				t.Errorf("deny list: %s", got)
 			}
 			if got := verdictSummary(run(t, allow, preTool(t, "fetch", tc.args))); got != "deny egress_denied" {
@@ -194,7 +197,9 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		// is no reason to deny: only the WHATWG reading has a host there.
 		`{"code":"print('https://docs.python.org\\n')"}`, `{"code":"printf(\"fetching https://docs.python.org\\n\");"}`,
 		`{"cmd":"echo -e \"https://docs.python.org\\tok\""}`, `{"url":"https://docs.python.org\\3\\"}`,
-		`{"url":"https://user@docs.python.org\\x"}`} {
+		`{"url":"https://user@docs.python.org\\x"}`,
+		// Lines of prose are not joined into hosts under an allowlist.
+		`{"body":"Docs: https://docs.python.org\nThanks,\nAnn"}`, `{"path":"notes.md\nREADME"}`} {
 		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
 			t.Errorf("%s: %s", ok, got)
 		}
