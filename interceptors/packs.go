@@ -260,6 +260,9 @@ func packPatterns(pack string) []pattern {
 	switch pack {
 	case PackSecrets:
 		return []pattern{
+			// Tokens are bounded by a non-alphanumeric character, not \b: an
+			// underscore touching one (GITHUB_TOKEN_ghp_..., _AKIA..._ in
+			// Markdown) is a word character, and \b missed those.
 			// A block from BEGIN to END, or to the end of the base64 when
 			// truncated; or a key's tail without its BEGIN line (a
 			// paginated or chunked read): the base64 lines before an END
@@ -267,11 +270,11 @@ func packPatterns(pack string) []pattern {
 			// alternative wins, and a tail never starts before a BEGIN.
 			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`+
 				`|(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*)*[A-Za-z0-9+/=]*[ \t]*(?:\r?\n|\\r\\n|\\n)?[ \t>]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil, has("PRIVATE KEY")),
-			mk("anthropic_key", `\bsk-ant-[A-Za-z0-9_-]{20,}`, nil, has("sk-ant-")),
-			mk("openai_key", `\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,})`, nil, has("sk-")),
-			mk("github_token", `\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-			mk("slack_token", `\bxox[abprs]-[A-Za-z0-9-]{10,}`, nil, has("xox")),
-			mk("aws_access_key_id", `\b(?:AKIA|ASIA)[A-Z0-9]{16}\b`, nil, has("AKIA", "ASIA")),
+			mk("anthropic_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-ant-[A-Za-z0-9_-]{20,})`, nil, has("sk-ant-")),
+			mk("openai_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}))`, nil, has("sk-")),
+			mk("github_token", `(?:^|[^A-Za-z0-9])(?P<value>gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?:[^A-Za-z0-9]|$)`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
+			mk("slack_token", `(?:^|[^A-Za-z0-9])(?P<value>xox[abprs]-[A-Za-z0-9-]{10,})`, nil, has("xox")),
+			mk("aws_access_key_id", `(?:^|[^A-Za-z0-9])(?P<value>(?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`, nil, has("AKIA", "ASIA")),
 			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
 			// "SecretAccessKey": "...", secret_access_key = ... in text.
 			mk("aws_secret_key", `(?i)secret[-_ ]?access[-_ ]?key[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return t.hasKWord(kWordKey) && secret.inFold(t.s) && access.inFold(t.s) }),
@@ -279,7 +282,7 @@ func packPatterns(pack string) []pattern {
 			mk("aws_secret_key", `^\s*(?P<value>[A-Za-z0-9/+]{40})\s*$`, nil, secretMember),
 			mk("aws_session_token", `(?i)session[-_ ]?token[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+=]{100,})`, nil, func(t *text) bool { return t.hasKWord(kWordToken) && session.inFold(t.s) }),
 			mk("aws_session_token", `^\s*(?P<value>[A-Za-z0-9/+=]{100,})\s*$`, nil, tokenMember),
-			mk("google_api_key", `\bAIza[0-9A-Za-z_-]{35}`, nil, has("AIza")),
+			mk("google_api_key", `(?:^|[^A-Za-z0-9])(?P<value>AIza[0-9A-Za-z_-]{35})`, nil, has("AIza")),
 			mk("jwt", `\beyJ[A-Za-z0-9_-]{2,}\.eyJ[A-Za-z0-9_-]{2,}\.[A-Za-z0-9_-]*`, nil, has("eyJ")),
 		}
 	case PackPII:
@@ -291,6 +294,9 @@ func packPatterns(pack string) []pattern {
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
 			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(t *text) bool { return strings.Contains(t.s, "+") && t.digits() >= 8 }),
+			// North American numbers with the country code written without a
+			// plus (1-415-555-2671, 1 (415) 555-2671).
+			mk("phone", `(?:^|[^\w+])(?P<value>1[ .-]\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(11, 11), digits(11)),
 			// North American national format: separators required, so a plain
 			// run of ten digits is not a phone number.
 			mk("phone", `(?:^|[^\w+])(?P<value>\(?[2-9]\d{2}\)?[ .-]?[2-9]\d{2}[ .-]\d{4})\b`, validPhone(10, 10), digits(10)),

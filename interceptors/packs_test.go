@@ -30,6 +30,12 @@ func TestPackPositives(t *testing.T) {
 		{PackSecrets, "aws_secret_key", "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"},
 		{PackSecrets, "aws_secret_key", `{"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}`},
 		{PackSecrets, "github_token", "ghp_" + r("a", 36)},
+		{PackSecrets, "github_token", "GITHUB_TOKEN_ghp_" + r("a", 36)},
+		{PackSecrets, "github_token", "_ghp_" + r("a", 36) + "_"},
+		{PackSecrets, "aws_access_key_id", "_AKIAIOSFODNN7EXAMPLE_"},
+		{PackSecrets, "aws_access_key_id", "id=AKIAIOSFODNN7EXAMPLE_backup"},
+		{PackSecrets, "openai_key", "sk-None-" + r("aB3", 16)},
+		{PackSecrets, "openai_key", "MY_KEY_sk-proj-" + r("Ab_-9", 20)},
 		{PackSecrets, "github_token", "token gho_" + r("B7", 18)},
 		{PackSecrets, "github_token", "ghu_" + r("c", 36)},
 		{PackSecrets, "github_token", "ghs_" + r("d", 36)},
@@ -50,6 +56,9 @@ func TestPackPositives(t *testing.T) {
 		{PackPII, "phone", "+49 (30) 1234567"},
 		{PackPII, "phone", "(415) 555-2671"},
 		{PackPII, "phone", "415-555-2671"},
+		{PackPII, "phone", "call 1-415-555-2671"},
+		{PackPII, "phone", "1 (415) 555-2671"},
+		{PackPII, "phone", "1.415.555.2671"},
 		{PackPII, "phone", "415.555.2671"},
 		{PackPII, "phone", "020 7946 0958"},
 		{PackPII, "phone", "06 12 34 56 78"},
@@ -160,5 +169,20 @@ func TestPackRedactsWholeToken(t *testing.T) {
 	}
 	if err := ms.checkMasks("config.mask"); err != nil {
 		t.Errorf("default masks: %v", err)
+	}
+}
+
+// A token bounded by an underscore (an env name, Markdown italics) is
+// masked alone: the underscore and what follows stay.
+func TestPackRedactsTokenTouchingUnderscore(t *testing.T) {
+	ms := maskSet{patterns: packPatterns(PackSecrets), mask: DefaultMask}
+	for in, want := range map[string]string{
+		"GITHUB_TOKEN_ghp_" + strings.Repeat("a", 36) + " end": "GITHUB_TOKEN_[REDACTED:github_token] end",
+		"_AKIAIOSFODNN7EXAMPLE_":                               "_[REDACTED:aws_access_key_id]_",
+		"key sk-None-" + strings.Repeat("aB3", 16):             "key [REDACTED:openai_key]",
+	} {
+		if out, _, _ := ms.apply(newText(in)); out != want {
+			t.Errorf("apply(%q) = %q, want %q", in, out, want)
+		}
 	}
 }

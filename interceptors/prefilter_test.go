@@ -18,6 +18,8 @@ func maxDigitRunRef(s string) int {
 			best = max(best, run)
 		case (c == ' ' || c == '.' || c == '-' || c == '(' || c == ')' || c == '/' || c == '+') && gap < 2:
 			gap++
+		case c >= 0x80 && gap < 3:
+			gap++ // a no-break space or a Unicode dash between groups
 		default:
 			run, gap = 0, 0
 		}
