@@ -263,12 +263,14 @@ func packPatterns(pack string) []pattern {
 			// Tokens are bounded by a non-alphanumeric character, not \b: an
 			// underscore touching one (GITHUB_TOKEN_ghp_..., _AKIA..._ in
 			// Markdown) is a word character, and \b missed those.
-			// A block from BEGIN to END, or to the end of the base64 when
-			// truncated; or a key's tail without its BEGIN line (a
+			// A block from BEGIN to END, or to the end of the text when
+			// truncated (armor headers such as Proc-Type:, a "...(truncated)"
+			// marker and further base64 lines are all key); or a key's tail
+			// without its BEGIN line (a
 			// paginated or chunked read): the base64 lines before an END
 			// line, and the END line. At one position the first
 			// alternative wins, and a tail never starts before a BEGIN.
-			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s\\]*)`+
+			mk("private_key", `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|[\s\S]*)`+
 				`|(?:[A-Za-z0-9+/=]{16,}[ \t]*(?:\r?\n|\\r\\n|\\n)[ \t>]*)*[A-Za-z0-9+/=]*[ \t]*(?:\r?\n|\\r\\n|\\n)?[ \t>]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`, nil, has("PRIVATE KEY")),
 			mk("anthropic_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-ant-[A-Za-z0-9_-]{20,})`, nil, has("sk-ant-")),
 			mk("openai_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}))`, nil, has("sk-")),

@@ -186,3 +186,21 @@ func TestPackRedactsTokenTouchingUnderscore(t *testing.T) {
 		}
 	}
 }
+
+// A truncated private key is masked to the end of its string: armor
+// headers, a truncation marker and the base64 after them are key.
+func TestPackRedactsTruncatedKeyWithHeaders(t *testing.T) {
+	ms := maskSet{patterns: packPatterns(PackSecrets), mask: DefaultMask}
+	for _, in := range []string{
+		"key:\n-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\nDEK-Info: AES-128-CBC,0A1B2C3D\n\nMIIEpAIBAAKCAQEAsecretbase64line\nMoreBase64Material",
+		"-----BEGIN PGP PRIVATE KEY BLOCK-----\nVersion: GnuPG v2\n\nlQOYBFsecretbase64line",
+		"-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANsecret\n...(truncated)...\nTailBase64Material",
+	} {
+		out, _, _ := ms.apply(newText(in))
+		for _, leak := range []string{"secretbase64line", "MoreBase64Material", "TailBase64Material", "ENCRYPTED", "GnuPG"} {
+			if strings.Contains(out, leak) {
+				t.Errorf("apply(%q) = %q leaves %q", in, out, leak)
+			}
+		}
+	}
+}
