@@ -192,11 +192,12 @@ func compileContent(config []byte) (*contentRules, error) {
 
 // textPartRuns calls fn with the joined text of every run of two or more
 // content parts in doc (array elements that are objects with a string
-// "text", as chat messages and answers carry them), until fn returns
+// "text", or a refusal part's "refusal", as chat messages and answers
+// carry them), until fn returns
 // false. Other elements (an image part) end a run. mapPart, when set,
 // rewrites each part's text before the join.
 func textPartRuns(doc []byte, mapPart func(string) string, fn func(joined string) bool) {
-	if !bytes.Contains(doc, []byte(`"text"`)) {
+	if !bytes.Contains(doc, []byte(`"text"`)) && !bytes.Contains(doc, []byte(`"refusal"`)) {
 		return
 	}
 	var walk func(v gjson.Result, depth int) bool
@@ -223,7 +224,11 @@ func textPartRuns(doc []byte, mapPart func(string) string, fn func(joined string
 			return more
 		}
 		v.ForEach(func(_, e gjson.Result) bool {
-			if t := e.Get("text"); e.IsObject() && t.Type == gjson.String {
+			t := e.Get("text")
+			if t.Type != gjson.String {
+				t = e.Get("refusal") // a refusal part's text, as the model wrote it
+			}
+			if e.IsObject() && t.Type == gjson.String {
 				part := t.Str
 				if mapPart != nil {
 					part = mapPart(part)

@@ -228,6 +228,7 @@ func TestContentAcrossParts(t *testing.T) {
 		{"image between breaks the run", `[{"type":"text","text":"SEC"},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"RET-1"}]`, "allow"},
 		{"each part masks its own", `[{"type":"text","text":"key sk-abcdefgh"},{"type":"text","text":" done"}]`, "transform"},
 		{"plain parts", `[{"type":"text","text":"hello "},{"type":"text","text":"world"}]`, "allow"},
+		{"text then refusal part", `[{"type":"text","text":"The code is SEC"},{"type":"refusal","refusal":"RET-123"}]`, "deny"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			v := run(t, ic, outputCtx(t, tc.content))
