@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -236,5 +237,41 @@ func TestContentAcrossParts(t *testing.T) {
 				t.Errorf("decision %s (%s %s), want %s", got, v.Reason, v.Message, tc.want)
 			}
 		})
+	}
+}
+
+// Invisible format characters and fullwidth forms inside a match do not
+// hide it: a card with zero-width spaces renders as the number, and many
+// tools strip them. A redaction masks the whole original span.
+func TestContentSeesThroughInvisibleAndFullwidth(t *testing.T) {
+	deny := build(t, KindContent, `{"packs":{"pii":"deny","secrets":"deny"},"deny":["(?i)\\bsecret\\b"]}`)
+	for _, s := range []string{
+		"card 4111\u200b1111\u200b1111\u200b1111",
+		"sk-proj-ABCDEFGH\u200bIJKLMNOPQRSTUVWXYZ0123456789",
+		"AKIA\u2060IOSFODNN7EXAMPLE",
+		"\uff53\uff4b-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+		"card \uff14\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11\uff11",
+		"the s\u00adecret plan",
+	} {
+		b, _ := json.Marshal(s)
+		if v := run(t, deny, outputCtx(t, string(b))); v.Decision != points.DecisionDeny {
+			t.Errorf("%q: %s %s, want deny", s, v.Decision, v.Reason)
+		}
+	}
+	redact := build(t, KindContent, `{"packs":{"secrets":"redact"}}`)
+	in, _ := json.Marshal("key sk-proj-ABCDEFGH\u200bIJKLMNOPQRSTUVWXYZ0123456789 end")
+	v := run(t, redact, outputCtx(t, string(in)))
+	if v.Decision != points.DecisionTransform {
+		t.Fatalf("redact: %s", v.Decision)
+	}
+	got := gjson.GetBytes(v.Transform.Value, "content").Str
+	if got == "" {
+		got = gjson.ParseBytes(v.Transform.Value).Str
+	}
+	if strings.Contains(got, "ABCDEFGH") || strings.Contains(got, "IJKLMNOP") || !strings.Contains(got, "key ") || !strings.Contains(got, " end") {
+		t.Fatalf("redacted %q (transform %s)", got, v.Transform.Value)
+	}
+	if v := run(t, deny, outputCtx(t, `"plain caf\u00e9 text, \u00a0no secrets"`)); v.Decision != points.DecisionAllow {
+		t.Errorf("non-ASCII prose: %s %s", v.Decision, v.Reason)
 	}
 }

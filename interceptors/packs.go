@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // pattern is one named detector: a regex, optionally narrowed to its
@@ -37,6 +39,96 @@ type text struct {
 	member   string
 	digitRun int   // -1 until computed
 	kWords   uint8 // kWordsKnown | kWordKey | kWordToken, 0 until computed
+	// fold is s as a reader sees it (foldText), nil until computed or
+	// when it is s itself; foldDone says it was computed.
+	fold     *folded
+	foldDone bool
+}
+
+// folded is a text with its invisible format characters removed and
+// fullwidth ASCII forms read as ASCII; orig maps each byte offset of t.s
+// (and its end) to the offset in the original string.
+type folded struct {
+	t    *text
+	orig []int
+}
+
+// folding returns t's folded text, or nil when folding changes nothing.
+func (t *text) folding() *folded {
+	if t.foldDone {
+		return t.fold // inlined: patterns ask once each
+	}
+	return t.computeFold()
+}
+
+func (t *text) computeFold() *folded {
+	t.foldDone = true
+	if f, o, ok := foldText(t.s); ok {
+		n := newText(f)
+		n.member, n.foldDone = t.member, true
+		t.fold = &folded{t: n, orig: o}
+	}
+	return t.fold
+}
+
+// foldText removes Unicode format characters (Cf: zero-width spaces and
+// joiners, word joiners, soft hyphens, byte order marks, bidi controls)
+// and maps fullwidth ASCII forms (U+FF01-FF5E) and the ideographic space
+// to ASCII, so that a card number or key with a zero-width space inside,
+// which renders as the number and which many tools strip, is still found.
+// ok is false when s has none of them (every ASCII string).
+func foldText(s string) (out string, orig []int, ok bool) {
+	// Find the first character to fold, skipping ASCII eight bytes at a
+	// time and decoding only the other characters: most text has none.
+	i := 0
+	for {
+		for ; i+32 <= len(s) && (le64(s, i)|le64(s, i+8)|le64(s, i+16)|le64(s, i+24))&0x8080808080808080 == 0; i += 32 {
+		}
+		for ; i+8 <= len(s) && le64(s, i)&0x8080808080808080 == 0; i += 8 {
+		}
+		for i < len(s) && s[i] < utf8.RuneSelf {
+			i++
+		}
+		if i == len(s) {
+			return "", nil, false
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if folds(r) {
+			break
+		}
+		i += size
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	orig = make([]int, 0, len(s)+1)
+	for j := 0; j < i; j++ {
+		orig = append(orig, j)
+	}
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case !folds(r):
+			b.WriteString(s[i : i+size])
+			for k := 0; k < size; k++ {
+				orig = append(orig, i+k)
+			}
+		case r == 0x3000:
+			b.WriteByte(' ')
+			orig = append(orig, i)
+		case r >= 0xFF01 && r <= 0xFF5E:
+			b.WriteByte(byte(r - 0xFEE0))
+			orig = append(orig, i)
+		}
+		// a format character is dropped
+		i += size
+	}
+	return b.String(), append(orig, len(s)), true
+}
+
+// folds reports whether foldText changes r.
+func folds(r rune) bool {
+	return r >= 0xFF01 && r <= 0xFF5E || r == 0x3000 || r != utf8.RuneError && unicode.Is(unicode.Cf, r)
 }
 
 const (
@@ -156,7 +248,6 @@ func newPattern(name string, re *regexp.Regexp, valid func(string, int, int) int
 	return p
 }
 
-// spans returns the confirmed, non-overlapping matches of p in t.
 // equalFoldLower reports whether s equals the lower-case ASCII word sub
 // ignoring ASCII case.
 func equalFoldLower(s, sub string) bool {
@@ -172,7 +263,20 @@ func equalFoldLower(s, sub string) bool {
 	return true
 }
 
+// spans returns the confirmed matches of p in t and, where t has
+// invisible or fullwidth characters, in its folded reading, mapped back
+// to t (apply merges the overlaps).
 func (p pattern) spans(t *text) [][2]int {
+	out := p.rawSpans(t)
+	if f := t.folding(); f != nil {
+		for _, x := range p.rawSpans(f.t) {
+			out = append(out, [2]int{f.orig[x[0]], f.orig[x[1]]})
+		}
+	}
+	return out
+}
+
+func (p pattern) rawSpans(t *text) [][2]int {
 	if p.pre != nil && !p.pre(t) {
 		return nil
 	}
@@ -196,8 +300,17 @@ func (p pattern) spans(t *text) [][2]int {
 	return out
 }
 
-// found reports whether p has at least one confirmed match in t.
+// found reports whether p has at least one confirmed match in t or in its
+// folded reading.
 func (p pattern) found(t *text) bool {
+	if p.rawFound(t) {
+		return true
+	}
+	f := t.folding()
+	return f != nil && p.rawFound(f.t)
+}
+
+func (p pattern) rawFound(t *text) bool {
 	if p.pre != nil && !p.pre(t) {
 		return false
 	}
@@ -212,7 +325,7 @@ func (p pattern) found(t *text) bool {
 			return true
 		}
 	}
-	return len(p.spans(t)) > 0
+	return len(p.rawSpans(t)) > 0
 }
 
 // The pack names.
