@@ -35,6 +35,12 @@ type run struct {
 	reads []*bytes.Buffer
 	// clientMsgs is how many messages the client's request carried.
 	clientMsgs int
+	// followUp: the request continues a tool loop of its session;
+	// pendingAnswered are the tool results it carries, marked answered
+	// once a model call of it succeeds (so a retry after an upstream
+	// failure is still the follow-up).
+	followUp        bool
+	pendingAnswered []string
 }
 
 // lendMin is the smallest buffer worth pooling: below it an allocation is
@@ -95,6 +101,19 @@ func (rn *run) end(reason string, force bool) {
 	if rn.s.sessions.end(rn.sess, reason) {
 		rn.s.shutdown(rn.r.Context(), rn.em, rn.sess, reason)
 	}
+}
+
+// upstreamFailed ends a header-less run whose model call failed upstream
+// (unreachable, an error status, a broken answer), except where the request
+// was a tool-loop follow-up: SDKs retry such errors, and the retry carries
+// the same results, so the run stays open for it (its results are not
+// marked answered until a model call succeeds); without a retry the idle
+// timeout ends it, cancelled.
+func (rn *run) upstreamFailed() {
+	if rn.followUp {
+		return
+	}
+	rn.end("error", false)
 }
 
 // cancelled ends a run whose request context ended: its client went away,
@@ -325,7 +344,8 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	// last message, so that a trailing system or assistant message, or
 	// results for calls the proxy never saw, cannot skip the point.
 	rn.clientMsgs = len(msgs)
-	if !s.continuesTurn(sess, msgs) {
+	rn.followUp = s.continuesTurn(sess, msgs)
+	if !rn.followUp {
 		for _, in := range req.ins {
 			content := msgs[in.index].Get("content").Raw
 			res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
@@ -356,13 +376,11 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	} else {
 		body = b
 	}
-	var answered []string
 	for _, m := range msgs {
 		if m.Get("role").Str == "tool" {
-			answered = append(answered, m.Get("tool_call_id").Str)
+			rn.pendingAnswered = append(rn.pendingAnswered, m.Get("tool_call_id").Str)
 		}
 	}
-	s.sessions.answer(sess, answered)
 	return body, true
 }
 
@@ -604,7 +622,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		}
 		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "error", errors.Unwrap(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
-		rn.end("error", false)
+		rn.upstreamFailed()
 		return false
 	}
 	defer resp.Body.Close()
@@ -630,7 +648,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
-		rn.end("error", false)
+		rn.upstreamFailed()
 		return false
 	}
 
@@ -646,7 +664,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			msg = "upstream answered a streaming request with a body that is not text/event-stream; nothing of it was released"
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
-		rn.end("error", false)
+		rn.upstreamFailed()
 		return false
 	}
 	if ct == "text/event-stream" {
@@ -733,15 +751,15 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 			code = upErr.Code
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
-		rn.end("error", false)
+		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
-		rn.end("error", false)
+		rn.upstreamFailed()
 	case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrStreamRead):
 		// Cut short, reset or broken: the upstream's failure, answered
 		// as such (no post_model_call: there is no response to judge).
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
-		rn.end("error", false)
+		rn.upstreamFailed()
 	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonUnsupportedTool:
 		// Well formed, but a tool no point can judge: fail closed as a
 		// json answer with one does.
@@ -752,7 +770,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// Not a chat completion stream, like a json body that is not
 		// acceptable JSON.
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream carried an event that is not a chat completion chunk; nothing of it was released", "upstream_invalid_response")
-		rn.end("error", false)
+		rn.upstreamFailed()
 	default:
 		// Over max_buffered_response_bytes: the proxy cannot hold it.
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
@@ -778,7 +796,7 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 			msg = "upstream body could not be read whole; nothing of it was released"
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
-		rn.end("error", false)
+		rn.upstreamFailed()
 		return
 	}
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
@@ -822,7 +840,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		// chat wire, which the points would judge as empty while the
 		// client gets it as sent. Refused as a stream with it is.
 		writeError(rn.w, http.StatusBadGateway, "upstream_error", "upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response")
-		rn.end("error", false)
+		rn.upstreamFailed()
 		return false
 	}
 	// Members no point judges never reach the client.
@@ -834,6 +852,13 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	// A stream that carried members its completion leaves out is
 	// re-derived rather than replayed, like one whose message had some.
 	t.modified = stripped || t.held != nil && t.held.cs.Unjudged()
+
+	// The model answered: the results this request carried are answered
+	// (a replay of them now opens a turn).
+	if rn.pendingAnswered != nil {
+		s.sessions.answer(sess, rn.pendingAnswered)
+		rn.pendingAnswered = nil
+	}
 
 	// post_model_call.
 	respModel := gjson.ParseBytes(v.model).Str

@@ -3,8 +3,12 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -596,5 +600,69 @@ func TestTurnInputs(t *testing.T) {
 		if got := fmt.Sprint(turnInputs(messagesOf([]byte(body)))); got != tc.want {
 			t.Errorf("%v: %s, want %s", tc.msgs, got, tc.want)
 		}
+	}
+}
+
+// An SDK retries a tool-loop follow-up the upstream failed: the retry
+// continues the same header-less run (no second session, no second input
+// for the old user message), and the run ends once, completed.
+func TestFollowUpRetryAfterUpstreamError(t *testing.T) {
+	for _, hdr := range [][]string{nil, {"X-Agent-Hooks-Session", "retry-sess"}} {
+		t.Run(fmt.Sprint(len(hdr) > 0), func(t *testing.T) { followUpRetry(t, hdr) })
+	}
+}
+
+func followUpRetry(t *testing.T, hdr []string) {
+	var mu sync.Mutex
+	call := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		call++
+		n := call
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		switch n {
+		case 1:
+			_, _ = io.WriteString(w, twoCalls("search", "lookup"))
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
+		default:
+			_, _ = io.WriteString(w, plainCompletion)
+		}
+	}))
+	t.Cleanup(up.Close)
+	p := seamProxy(t, up.URL, allowAll())
+	r1, b1 := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, hdr...)
+	if r1.StatusCode != 200 {
+		t.Fatalf("%d %s", r1.StatusCode, b1)
+	}
+	calls := gjson.GetBytes(b1, "choices.0.message.tool_calls").Raw
+	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":` + calls + `},` +
+		`{"role":"tool","tool_call_id":"call_a","content":"one"},{"role":"tool","tool_call_id":"call_b","content":"two"}]}`
+	if r, b := post(t, p.URL, follow, hdr...); r.StatusCode != 503 {
+		t.Fatalf("first follow-up: %d %s, want the upstream's 503", r.StatusCode, b)
+	}
+	if r, b := post(t, p.URL, follow, hdr...); r.StatusCode != 200 {
+		t.Fatalf("retried follow-up: %d %s", r.StatusCode, b)
+	}
+	if len(hdr) > 0 {
+		if n := count(p.sink, points.Input); n != 1 {
+			t.Fatalf("input %d times in one header session's tool loop", n)
+		}
+		return
+	}
+	sessions := map[string]bool{}
+	for _, rec := range p.sink.Records() {
+		sessions[rec.SessionID] = true
+	}
+	if len(sessions) != 1 || count(p.sink, points.Input) != 1 || count(p.sink, points.AgentStartup) != 1 || count(p.sink, points.AgentShutdown) != 1 {
+		t.Fatalf("sessions %d, input %d, startup %d, shutdown %d; want one run with one input", len(sessions),
+			count(p.sink, points.Input), count(p.sink, points.AgentStartup), count(p.sink, points.AgentShutdown))
+	}
+	last := p.sink.Records()[len(p.sink.Records())-1]
+	if last.InterceptionPoint != points.AgentShutdown {
+		t.Fatalf("last record %s", last.InterceptionPoint)
 	}
 }
