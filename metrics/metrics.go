@@ -241,7 +241,11 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	}
 	if r.Verdict.Decision == points.DecisionDeny {
 		inc(m.denials, point, modeLabel(r.Mode), reason, m.decidingBinding(r))
-		if points.IsHostError(r.Verdict.Reason) {
+		if points.IsHostError(r.Verdict.Reason) && r.Verdict.Message != "cancelled" {
+			// A call the caller walked away from (client gone, shutdown)
+			// is recorded as its reserved reason with the message
+			// "cancelled"; it is no failure of the host, so the
+			// fail-closed alerts do not count it.
 			inc(m.hostErrors, point, reason)
 		}
 	}

@@ -360,3 +360,20 @@ func TestCapSetKeepsClones(t *testing.T) {
 		}
 	}
 }
+
+// A host error the caller caused by leaving (message "cancelled") is a
+// decision and an approval outcome, but not a host error: the fail-closed
+// alerts watch host_errors_total.
+func TestCancelledIsNoHostError(t *testing.T) {
+	m, _ := newMetrics(t)
+	for _, msg := range []string{"cancelled", ""} {
+		m.Emission(&points.Record{InterceptionPoint: points.PreToolCall, Mode: points.Enforce, ResolvedBy: "rejection",
+			Verdict: points.RecordVerdict{Decision: points.DecisionDeny, Reason: points.ReasonApprovalResolverFailed, Message: msg}}, time.Millisecond)
+	}
+	if v := testutil.ToFloat64(m.hostErrors.WithLabelValues("pre_tool_call", points.ReasonApprovalResolverFailed)); v != 1 {
+		t.Fatalf("host_errors_total = %v, want 1 (the resolver's own failure only)", v)
+	}
+	if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", "rejection", "cancelled")); v != 1 {
+		t.Fatalf("approvals_total{cancelled} = %v", v)
+	}
+}
