@@ -50,6 +50,11 @@ func writeBlocked(w http.ResponseWriter, res points.Result) {
 	reason := rec.Verdict.Reason
 	status, typ := http.StatusForbidden, "agent_hooks_denied"
 	msg := "Request blocked by agent-hooks at " + string(rec.InterceptionPoint) + "."
+	if reason != "" && !points.IsHostError(reason) {
+		// The reason in the message too: some clients (langchaingo) show
+		// a 403's message and nothing else.
+		msg = "Request blocked by agent-hooks at " + string(rec.InterceptionPoint) + " (" + reason + ")."
+	}
 	if points.IsHostError(reason) {
 		status, typ = http.StatusServiceUnavailable, "agent_hooks_host_error"
 		msg = "Request failed closed by agent-hooks at " + string(rec.InterceptionPoint) + " (" + reason + ")."
