@@ -3,6 +3,7 @@ package interceptors
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -18,6 +19,7 @@ type modelsConfig struct {
 // Models is the hooksproxy.models interceptor.
 type Models struct {
 	allow, deny     globList
+	denyFold        globList // deny, lower-cased: matched against the id folded too
 	hasAllow        bool
 	reason, message string
 }
@@ -36,6 +38,11 @@ func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	ps.add(err)
 	m.deny, err = compileGlobs(configRoot+".deny", c.Deny)
 	ps.add(err)
+	lower := make([]string, len(c.Deny))
+	for i, d := range c.Deny {
+		lower[i] = strings.ToLower(d)
+	}
+	m.denyFold, _ = compileGlobs(configRoot+".deny", lower) // errors are deny's, reported above
 	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
@@ -52,7 +59,15 @@ func (m *Models) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 	}
 	id := c.Get("model.id").Str
 	reason, msg := "model_denied", ""
-	if i := m.deny.first(id); i >= 0 {
+	// A deny also holds for the id in another case or with spaces around
+	// it, which case-insensitive upstreams (Azure deployments, routers)
+	// take for the same model; an allow is matched as written, so such a
+	// variant of an allowed id is not allowed.
+	i := m.deny.first(id)
+	if i < 0 {
+		i = m.denyFold.first(strings.ToLower(strings.TrimSpace(id)))
+	}
+	if i >= 0 {
 		msg = fmt.Sprintf("model id matches deny[%d] %q", i, m.deny[i].text)
 	} else if m.hasAllow && m.allow.first(id) < 0 {
 		reason, msg = "model_not_allowed", "model id matches no allow pattern"

@@ -24,6 +24,9 @@ func TestModels(t *testing.T) {
 		{"gpt-4o-mini", "allow"},
 		{"openai/gpt-5", "allow"},
 		{"gpt-4o-realtime-preview", "deny model_denied"},
+		{"GPT-4o-Realtime-Preview", "deny model_denied"},
+		{" gpt-4o-realtime-preview ", "deny model_denied"},
+		{"GPT-4O", "deny model_not_allowed"}, // an allow is matched as written
 		{"claude-3", "deny model_not_allowed"},
 		{"", "deny model_not_allowed"},
 	}
