@@ -388,7 +388,12 @@ func packPatterns(pack string) []pattern {
 			mk("anthropic_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-ant-[A-Za-z0-9_-]{20,})`, nil, has("sk-ant-")),
 			mk("openai_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}))`, nil, has("sk-")),
 			mk("github_token", `(?:^|[^A-Za-z0-9])(?P<value>gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?:[^A-Za-z0-9]|$)`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
-			mk("slack_token", `(?:^|[^A-Za-z0-9])(?P<value>xox[abprs]-[A-Za-z0-9-]{10,})`, nil, has("xox")),
+			mk("slack_token", `(?:^|[^A-Za-z0-9])(?P<value>xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,})`, nil, has("xox", "xapp-")),
+			mk("slack_webhook", `https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{20,}`, nil, has("hooks.slack.com")),
+			mk("stripe_key", `(?:^|[^A-Za-z0-9])(?P<value>(?:sk|rk|whsec)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})`, nil, has("_live_", "_test_", "whsec_")),
+			mk("gitlab_token", `(?:^|[^A-Za-z0-9])(?P<value>gl(?:pat|dt|rt|cbt|ptt|oas)-[A-Za-z0-9_-]{20,})`, nil, has("glpat-", "gldt-", "glrt-", "glcbt-", "glptt-", "gloas-")),
+			mk("huggingface_token", `(?:^|[^A-Za-z0-9])(?P<value>hf_[A-Za-z0-9]{30,})`, nil, has("hf_")),
+			mk("npm_token", `(?:^|[^A-Za-z0-9])(?P<value>npm_[A-Za-z0-9]{36})(?:[^A-Za-z0-9]|$)`, nil, has("npm_")),
 			mk("aws_access_key_id", `(?:^|[^A-Za-z0-9])(?P<value>(?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`, nil, has("AKIA", "ASIA")),
 			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
 			// "SecretAccessKey": "...", secret_access_key = ... in text.
