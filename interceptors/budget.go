@@ -25,6 +25,7 @@ type budgetConfig struct {
 	Reason              string   `json:"reason"`
 	Message             string   `json:"message"`
 	MaxSessions         *int64   `json:"max_sessions"`
+	RequireUsage        bool     `json:"require_usage"`
 }
 
 // DefaultBudgetMaxSessions bounds the sessions (and, separately, agents) a
@@ -107,6 +108,8 @@ type Budget struct {
 	session, agent  bool
 	reason, message string
 	now             func() time.Time
+	// requireUsage: a post_model_call without numeric usage denies.
+	requireUsage bool
 
 	mu       sync.Mutex
 	sessions *lru
@@ -154,6 +157,12 @@ func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 	add("max_total_tokens", c.MaxTotalTokens, points.PreModelCall, 0, func(c *counters) int64 { return c.prompt + c.completion })
 	if limits == 0 && b.maxElapsed == 0 {
 		ps.add(cfgErr(configRoot, "needs at least one max_* limit"))
+	}
+	if c.RequireUsage {
+		if c.MaxPromptTokens == nil && c.MaxCompletionTokens == nil && c.MaxTotalTokens == nil {
+			ps.add(cfgErr(configRoot+".require_usage", "needs a max_*_tokens limit"))
+		}
+		b.requireUsage = true
 	}
 	capacity := int64(DefaultBudgetMaxSessions)
 	if c.MaxSessions != nil {
@@ -239,8 +248,19 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 	var prompt, completion int64
 	if p == points.PostModelCall {
 		u := gjson.Parse(bytesView(usage))
-		prompt = nonNeg(u.Get("prompt_tokens").Int())
-		completion = nonNeg(u.Get("completion_tokens").Int())
+		pt, ct := u.Get("prompt_tokens"), u.Get("completion_tokens")
+		if b.requireUsage && (pt.Type != gjson.Number || ct.Type != gjson.Number) {
+			// An answer without usage cannot be counted: with
+			// require_usage a token budget refuses it rather than let
+			// it through uncounted.
+			msg := b.message
+			if msg == "" {
+				msg = "model answer carries no usage, so the token budget cannot count it"
+			}
+			return points.Deny(b.reason, msg), nil
+		}
+		prompt = nonNeg(pt.Int())
+		completion = nonNeg(ct.Int())
 	}
 
 	b.mu.Lock()

@@ -254,3 +254,21 @@ func BenchmarkBudgetOutput(b *testing.B) {
 		}
 	}
 }
+
+// require_usage: a token budget refuses an answer that carries no usage
+// (an upstream that ignores stream_options) rather than let it through
+// uncounted; without it such an answer counts nothing, as before.
+func TestBudgetRequireUsage(t *testing.T) {
+	strict := build(t, KindBudget, `{"max_total_tokens": 100, "require_usage": true}`)
+	lax := build(t, KindBudget, `{"max_total_tokens": 100}`)
+	noUsage := postModel(t, `"hi"`, `[]`, "")
+	if got := verdictSummary(run(t, strict, noUsage)); got != "deny budget_exceeded" {
+		t.Errorf("strict, no usage: %s", got)
+	}
+	if got := verdictSummary(run(t, lax, noUsage)); got != "allow" {
+		t.Errorf("lax, no usage: %s", got)
+	}
+	if _, err := newBudget("b", []byte(`{"max_model_calls": 3, "require_usage": true}`), Env{}); err == nil {
+		t.Error("require_usage without a token limit accepted")
+	}
+}
