@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -59,7 +60,9 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			cost = uint64(*c.CostLimit)
 		}
 	}
-	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}))
+	// The strings extension (split, join, trim, lowerAscii, indexOf, ...)
+	// is part of cel-go; policies over addresses and content parts need it.
+	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}), ext.Strings())
 	if err != nil {
 		return nil, fmt.Errorf("interceptors: cel environment: %w", err)
 	}
