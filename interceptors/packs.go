@@ -408,8 +408,14 @@ func packPatterns(pack string) []pattern {
 	case PackPII:
 		return []pattern{
 			{name: "card_number", scan: cardSpans, pre: digits(13), numeric: true},
-			mk("iban", `\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
-			mk("us_ssn", `\b\d{3}-\d{2}-\d{4}\b`, validSSN, func(t *text) bool { return strings.Contains(t.s, "-") && t.digits() >= 9 }),
+			// Groups separated by a space, a no-break space or a dash, as
+			// IBANs copied from web pages and statements come.
+			mk("iban", `\b[A-Z]{2}\d{2}(?:[ \x{00A0}\x{202F}-]?[A-Z0-9]{4}){2,7}(?:[ \x{00A0}\x{202F}-]?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
+			// Hyphens, or the Unicode dashes word processors put in.
+			mk("us_ssn", `\b\d{3}[-\x{2010}-\x{2015}]\d{2}[-\x{2010}-\x{2015}]\d{4}\b`, validSSN, func(t *text) bool {
+				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\u2010") || strings.Contains(t.s, "\u2011") || strings.Contains(t.s, "\u2012") ||
+					strings.Contains(t.s, "\u2013") || strings.Contains(t.s, "\u2014") || strings.Contains(t.s, "\u2015")) && t.digits() >= 9
+			}),
 			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
@@ -721,16 +727,22 @@ func ibanMod97(s string) bool {
 // space-separated groups that do not belong to it ("DE89 ... 00 IS").
 func validIBAN(s string, start, end int) int {
 	for end > start {
-		if ibanMod97(strings.ReplaceAll(s[start:end], " ", "")) {
+		if ibanMod97(stripIBANSeps(s[start:end])) {
 			return end
 		}
-		i := strings.LastIndexByte(s[start:end], ' ')
+		// Drop the last group: find the separator before it.
+		i := strings.LastIndexAny(s[start:end], " -\u00a0\u202f")
 		if i <= 0 {
 			return 0
 		}
 		end = start + i
 	}
 	return 0
+}
+
+// stripIBANSeps removes the group separators the iban pattern accepts.
+func stripIBANSeps(s string) string {
+	return strings.NewReplacer(" ", "", "-", "", "\u00a0", "", "\u202f", "").Replace(s)
 }
 
 // validSSN rejects the never-issued areas 000, 666 and 900-999, group 00

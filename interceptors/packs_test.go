@@ -78,6 +78,9 @@ func TestPackPositives(t *testing.T) {
 		{PackPII, "iban", "GB82WEST12345698765432"},
 		{PackPII, "iban", "pay to FR14 2004 1010 0505 0001 3M02 606 NOW"},
 		{PackPII, "us_ssn", "ssn 123-45-6789"},
+		{PackPII, "us_ssn", "ssn 123\u201345\u20136789"},
+		{PackPII, "iban", "DE89\u00a03704\u00a00044\u00a00532\u00a00130\u00a000"},
+		{PackPII, "iban", "DE89-3704-0044-0532-0130-00"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+" "+tt.text, func(t *testing.T) {
