@@ -417,27 +417,53 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 }
 
 // controlSplitViolation judges the URLs of s as WHATWG parsers (browsers,
-// Node's fetch) and Python's urllib read them: with every ASCII tab, CR and
-// LF removed first, so https://allowed.com\n.evil.com names
-// allowed.com.evil.com and https://ev\nil.com evil.com, where the URL
-// finder stops at the line break. Joining lines of prose would make hosts
-// of words (a link, a newline, "Thanks"), so the joined reading is judged
-// against the deny list wherever it occurs, and against the allow list
-// only when the whole value is one such URL (a url argument as a fetch
-// tool passes it on), or, under a URL- or host-named member (kind), one
-// schemeless destination.
+// Node's fetch) and Python's urllib read them: they delete every ASCII
+// tab, CR and LF first, so https://allowed.com<LF>.evil.com names
+// allowed.com.evil.com and https://ev<LF>il.com evil.com, where the URL
+// finder stops at the line break. Two readings:
+//
+//   - line breaks removed where the next line goes on with a host's
+//     punctuation (. - : @), and otherwise read as a space, so a list of
+//     URLs or hosts one per line stays a list and a line of prose after
+//     a link stays a word: every URL there, and under a URL- or host-named
+//     member (kind) every schemeless destination, is judged against both
+//     lists;
+//   - all line breaks removed, judged against deny_domains only (a split
+//     denied name such as ev<LF>il.com; a host made of two lines cannot
+//     match a deny entry by accident).
+//
+// A host split inside a label and followed by a letter (allowed.com<LF>evil.com
+// read as allowed.comevil.com) is, outside URL-named members, read as two
+// words (documented).
 func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 	if !strings.ContainsAny(s, "\t\r\n") {
 		return "", false
 	}
-	joined := strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(s)
-	if tok := strings.TrimSpace(joined); !strings.ContainsAny(tok, " \f\v") {
-		if loc := t.urlRE.FindStringIndex(tok); loc != nil && loc[0] == 0 && loc[1] == len(tok) {
-			if why, bad := t.urlViolation(tok); bad {
-				return why, true
-			}
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c != '\t' && c != '\r' && c != '\n' {
+			b.WriteByte(c)
+			continue
 		}
-		if kind != egressNone {
+		j := i
+		for j < len(s) && (s[j] == '\t' || s[j] == '\r' || s[j] == '\n') {
+			j++
+		}
+		if j == len(s) || strings.IndexByte(".-:@", s[j]) < 0 {
+			b.WriteByte(' ')
+		}
+		i = j - 1
+	}
+	lines := b.String()
+	for _, cand := range t.urlRE.FindAllString(lines, -1) {
+		if why, bad := t.urlViolation(cand); bad {
+			return why, true
+		}
+	}
+	if kind != egressNone {
+		for _, tok := range strings.Fields(lines) {
 			if why, bad := t.schemelessViolation(tok, kind); bad {
 				return why, true
 			}
@@ -446,6 +472,7 @@ func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 	if len(t.denyDomains) == 0 {
 		return "", false
 	}
+	joined := strings.NewReplacer("\t", "", "\r", "", "\n", "").Replace(s)
 	for _, cand := range t.urlRE.FindAllString(joined, -1) {
 		u, err := url.Parse(whatwgSpecial(strings.TrimRight(cand, ".,;:!?)]}'")))
 		if err != nil {

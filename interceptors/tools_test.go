@@ -167,6 +167,10 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"newline joins the host (allow list)", `{"url":"https://docs.python.org\n.evil.example/x"}`},
 		{"tab splits a denied host", `{"url":"https://evil.ex\tample/x"}`},
 		{"schemeless newline joins the host (allow list)", `{"url":"docs.python.org\n.evil.example/x"}`},
+		{"newline joins the host, space in the query (allow list)", `{"url":"https://docs.python.org\n.evil.example/x?q=a b"}`},
+		{"newline joins the host, space in the fragment (allow list)", `{"url":"https://docs.python.org\n.evil.example/#a b"}`},
+		{"schemeless newline joins, space after (allow list)", `{"url":"docs.python.org\n.evil.example/x?q=a b"}`},
+		{"a second line that is another host (allow list)", `{"url":"docs.python.org\nevil.example"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -199,7 +203,9 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		`{"cmd":"echo -e \"https://docs.python.org\\tok\""}`, `{"url":"https://docs.python.org\\3\\"}`,
 		`{"url":"https://user@docs.python.org\\x"}`,
 		// Lines of prose are not joined into hosts under an allowlist.
-		`{"body":"Docs: https://docs.python.org\nThanks,\nAnn"}`, `{"path":"notes.md\nREADME"}`} {
+		`{"body":"Docs: https://docs.python.org\nThanks,\nAnn"}`, `{"path":"notes.md\nREADME"}`,
+		`{"url":"https://docs.python.org\nhttps://docs.python.org/3/"}`, `{"hosts":"docs.python.org\ndocs.python.org"}`,
+		"{\"rows\":\"name\\turl\\nPython\\thttps://docs.python.org\\n\"}"} {
 		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
 			t.Errorf("%s: %s", ok, got)
 		}
