@@ -394,7 +394,7 @@ func packPatterns(pack string) []pattern {
 			mk("gitlab_token", `(?:^|[^A-Za-z0-9])(?P<value>gl(?:pat|dt|rt|cbt|ptt|oas)-[A-Za-z0-9_-]{20,})`, nil, has("glpat-", "gldt-", "glrt-", "glcbt-", "glptt-", "gloas-")),
 			mk("huggingface_token", `(?:^|[^A-Za-z0-9])(?P<value>hf_[A-Za-z0-9]{30,})`, nil, has("hf_")),
 			mk("npm_token", `(?:^|[^A-Za-z0-9])(?P<value>npm_[A-Za-z0-9]{36})(?:[^A-Za-z0-9]|$)`, nil, has("npm_")),
-			mk("aws_access_key_id", `(?:^|[^A-Za-z0-9])(?P<value>(?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`, nil, has("AKIA", "ASIA")),
+			mk("aws_access_key_id", `(?:^|[^A-Za-z0-9])(?P<value>(?:AKIA|ASIA)[A-Z0-9]{16})(?:[^A-Za-z0-9]|$)`, validAWSKeyID, has("AKIA", "ASIA")),
 			mk("aws_secret_key", `(?i)\baws.{0,24}?secret.{0,24}?[^A-Za-z0-9/+](?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return aws.inFold(t.s) && secret.inFold(t.s) }),
 			// "SecretAccessKey": "...", secret_access_key = ... in text.
 			mk("aws_secret_key", `(?i)secret[-_ ]?access[-_ ]?key[\\"'\s]{0,4}[:=][\\"'\s]{0,4}(?P<value>[A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)`, nil, func(t *text) bool { return t.hasKWord(kWordKey) && secret.inFold(t.s) && access.inFold(t.s) }),
@@ -408,9 +408,10 @@ func packPatterns(pack string) []pattern {
 	case PackPII:
 		return []pattern{
 			{name: "card_number", scan: cardSpans, pre: digits(13), numeric: true},
-			// Groups separated by a space, a no-break space or a dash, as
-			// IBANs copied from web pages and statements come.
-			mk("iban", `\b[A-Z]{2}\d{2}(?:[ \x{00A0}\x{202F}-]?[A-Z0-9]{4}){2,7}(?:[ \x{00A0}\x{202F}-]?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
+			// Groups separated by a space or a no-break space, as IBANs
+			// copied from web pages come (not dashes: uppercase GUIDs and
+			// licence keys then pass mod-97 about once in 300).
+			mk("iban", `\b[A-Z]{2}\d{2}(?:[ \x{00A0}\x{202F}]?[A-Z0-9]{4}){2,7}(?:[ \x{00A0}\x{202F}]?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
 			// Hyphens, or the Unicode dashes word processors put in.
 			mk("us_ssn", `\b\d{3}[-\x{2010}-\x{2015}]\d{2}[-\x{2010}-\x{2015}]\d{4}\b`, validSSN, func(t *text) bool {
 				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\u2010") || strings.Contains(t.s, "\u2011") || strings.Contains(t.s, "\u2012") ||
@@ -725,13 +726,26 @@ func ibanMod97(s string) bool {
 
 // validIBAN accepts a candidate that passes mod-97, dropping trailing
 // space-separated groups that do not belong to it ("DE89 ... 00 IS").
+// validAWSKeyID rejects an all-letter match glued to an underscore: a
+// constant name (REGION_ASIAPACIFICSINGAPORE_URL), not a key ID, which has
+// a digit in 96% of cases; a standalone one is kept.
+func validAWSKeyID(s string, start, end int) int {
+	if strings.ContainsAny(s[start:end], "0123456789") {
+		return end
+	}
+	if start > 0 && s[start-1] == '_' || end < len(s) && s[end] == '_' {
+		return 0
+	}
+	return end
+}
+
 func validIBAN(s string, start, end int) int {
 	for end > start {
 		if ibanMod97(stripIBANSeps(s[start:end])) {
 			return end
 		}
 		// Drop the last group: find the separator before it.
-		i := strings.LastIndexAny(s[start:end], " -\u00a0\u202f")
+		i := strings.LastIndexAny(s[start:end], " \u00a0\u202f")
 		if i <= 0 {
 			return 0
 		}
@@ -742,7 +756,7 @@ func validIBAN(s string, start, end int) int {
 
 // stripIBANSeps removes the group separators the iban pattern accepts.
 func stripIBANSeps(s string) string {
-	return strings.NewReplacer(" ", "", "-", "", "\u00a0", "", "\u202f", "").Replace(s)
+	return strings.NewReplacer(" ", "", "\u00a0", "", "\u202f", "").Replace(s)
 }
 
 // validSSN rejects the never-issued areas 000, 666 and 900-999, group 00
