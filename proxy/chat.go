@@ -37,8 +37,8 @@ type run struct {
 	clientMsgs int
 	// followUp: the request continues a tool loop of its session;
 	// pendingAnswered are the tool results it carries, marked answered
-	// once a model call of it succeeds (so a retry after an upstream
-	// failure is still the follow-up).
+	// when its answer is released (so a retry after an upstream failure
+	// is still the follow-up).
 	followUp        bool
 	pendingAnswered []string
 }
@@ -107,10 +107,17 @@ func (rn *run) end(reason string, force bool) {
 // (unreachable, an error status, a broken answer), except where the request
 // was a tool-loop follow-up: SDKs retry such errors, and the retry carries
 // the same results, so the run stays open for it (its results are not
-// marked answered until a model call succeeds); without a retry the idle
-// timeout ends it, cancelled.
-func (rn *run) upstreamFailed() {
-	if rn.followUp {
+// marked answered until its answer is released); without a retry the
+// idle timeout ends it, cancelled.
+func (rn *run) upstreamFailed() { rn.upstreamFailedStatus(http.StatusBadGateway) }
+
+// upstreamFailedStatus is upstreamFailed for an error answered with status:
+// only one that SDKs retry (408, 409, 429, 5xx: openai-go's and npm
+// openai's rule) keeps a follow-up's run open; after any other the client
+// will not come back with it, and the run ends, error.
+func (rn *run) upstreamFailedStatus(status int) {
+	retried := status == http.StatusRequestTimeout || status == http.StatusConflict || status == http.StatusTooManyRequests || status >= 500
+	if rn.followUp && retried {
 		return
 	}
 	rn.end("error", false)
@@ -648,7 +655,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
-		rn.upstreamFailed()
+		rn.upstreamFailedStatus(resp.StatusCode)
 		return false
 	}
 
@@ -853,12 +860,6 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	// re-derived rather than replayed, like one whose message had some.
 	t.modified = stripped || t.held != nil && t.held.cs.Unjudged()
 
-	// The model answered: the results this request carried are answered
-	// (a replay of them now opens a turn).
-	if rn.pendingAnswered != nil {
-		s.sessions.answer(sess, rn.pendingAnswered)
-		rn.pendingAnswered = nil
-	}
 
 	// post_model_call.
 	respModel := gjson.ParseBytes(v.model).Str
@@ -920,6 +921,14 @@ func drainAfterDone(body io.Reader, cancel context.CancelFunc) {
 // server's buffer allows.
 func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 	w := rn.w
+	// The request is answered: so are the results it carried (a replay of
+	// them now opens a turn). Not before: a model call of the proxy's own
+	// continuation may still fail, and the client's retry is the same
+	// follow-up.
+	if rn.pendingAnswered != nil {
+		rn.s.sessions.answer(rn.sess, rn.pendingAnswered)
+		rn.pendingAnswered = nil
+	}
 	var rendered []byte
 	var err error
 	if modified {

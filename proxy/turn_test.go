@@ -666,3 +666,68 @@ func followUpRetry(t *testing.T, hdr []string) {
 		t.Fatalf("last record %s", last.InterceptionPoint)
 	}
 }
+
+// The retry keeps its run also when the upstream failed the proxy's own
+// continuation after the follow-up's first model call succeeded; and an
+// error SDKs do not retry (a 400) ends a header-less run at once.
+func TestFollowUpRetryEdges(t *testing.T) {
+	seq := func(t *testing.T, answers ...func(w http.ResponseWriter)) string {
+		var mu sync.Mutex
+		n := 0
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadAll(r.Body)
+			mu.Lock()
+			i := min(n, len(answers)-1)
+			n++
+			mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			answers[i](w)
+		}))
+		t.Cleanup(up.Close)
+		return up.URL
+	}
+	ok := func(body string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) { _, _ = io.WriteString(w, body) }
+	}
+	fail := func(status int) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.WriteHeader(status)
+			_, _ = io.WriteString(w, `{"error":{"message":"no","type":"server_error"}}`)
+		}
+	}
+	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}},` +
+		`{"id":"call_b","type":"function","function":{"name":"lookup","arguments":"{\"q\":\"two\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_a","content":"one"},{"role":"tool","tool_call_id":"call_b","content":"two"}]}`
+	first := `{"model":"m","messages":[{"role":"user","content":"go"}]}`
+
+	t.Run("continuation failed", func(t *testing.T) {
+		denied := strings.NewReplacer("call_a", "call_x", "call_b", "call_y").Replace(twoCalls("delete_files", "delete_files"))
+		p := seamProxy(t, seq(t, ok(twoCalls("search", "lookup")), ok(denied), fail(503), ok(plainCompletion)), denyTool("delete_files"))
+		post(t, p.URL, first)
+		if r, b := post(t, p.URL, follow); r.StatusCode != 503 {
+			t.Fatalf("follow-up: %d %s, want 503", r.StatusCode, b)
+		}
+		if r, b := post(t, p.URL, follow); r.StatusCode != 200 {
+			t.Fatalf("retry: %d %s", r.StatusCode, b)
+		}
+		if n := count(p.sink, points.Input); n != 1 {
+			t.Fatalf("input %d times, want 1", n)
+		}
+		if n := count(p.sink, points.AgentStartup); n != 1 {
+			t.Fatalf("%d sessions, want 1", n)
+		}
+	})
+	t.Run("not retried", func(t *testing.T) {
+		p := seamProxy(t, seq(t, ok(twoCalls("search", "lookup")), fail(400)), allowAll())
+		post(t, p.URL, first)
+		if r, b := post(t, p.URL, follow); r.StatusCode != 400 {
+			t.Fatalf("follow-up: %d %s, want 400", r.StatusCode, b)
+		}
+		recs := p.sink.Records()
+		last := recs[len(recs)-1]
+		if last.InterceptionPoint != points.AgentShutdown {
+			t.Fatalf("run not ended after a 400: last record %s", last.InterceptionPoint)
+		}
+	})
+}
