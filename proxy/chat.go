@@ -842,10 +842,19 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
 		return false
 	}
+	rewrote := false
+	if v.objectArgs && !v.badToolShape {
+		if t.completion, err = stringifyObjectArgs(t.completion); err != nil {
+			rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "tool call arguments could not be rewritten"))
+			return false
+		}
+		v = viewCompletion(t.completion)
+		rewrote = true
+	}
 	if v.badToolShape {
-		// arguments as an object (or an id or name not a string): not the
-		// chat wire, which the points would judge as empty while the
-		// client gets it as sent. Refused as a stream with it is.
+		// arguments that are a number or an array, or an id or name not a
+		// string: not the chat wire, which the points would judge as empty
+		// while the client gets it as sent. Refused as a stream with it is.
 		writeError(rn.w, http.StatusBadGateway, "upstream_error", "upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response")
 		rn.upstreamFailed()
 		return false
@@ -858,7 +867,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	}
 	// A stream that carried members its completion leaves out is
 	// re-derived rather than replayed, like one whose message had some.
-	t.modified = stripped || t.held != nil && t.held.cs.Unjudged()
+	t.modified = rewrote || stripped || t.held != nil && t.held.cs.Unjudged()
 
 
 	// post_model_call.

@@ -237,8 +237,10 @@ type completionView struct {
 	// tool), which no tool point can judge; toolExtras: a tool call or
 	// its function carries members beyond id, name and arguments;
 	// badToolShape: an id, name or arguments that is not a string (or
-	// null), which the points would read as empty and the client as sent.
-	foreignTool, toolExtras, badToolShape bool
+	// null), which the points would read as empty and the client as sent;
+	// objectArgs: arguments sent as a JSON object (llama.cpp's server can),
+	// which the proxy turns into the string the chat wire has.
+	foreignTool, toolExtras, badToolShape, objectArgs bool
 }
 
 // viewCompletion indexes completion, which must be valid JSON.
@@ -320,9 +322,18 @@ func viewCompletion(completion []byte) completionView {
 					v.foreignTool = true
 				}
 			case "function":
+				if len(val) == 0 || val[0] != '{' {
+					v.badToolShape = true // not an object: nothing the points could judge
+				}
 				points.ForEachMember(val, func(fname string, fv []byte) bool {
 					switch fname {
-					case "name", "arguments":
+					case "arguments":
+						if len(fv) > 0 && fv[0] == '{' {
+							v.objectArgs = true
+						} else {
+							v.badToolShape = v.badToolShape || !stringOrNull(fv)
+						}
+					case "name":
 						v.badToolShape = v.badToolShape || !stringOrNull(fv)
 					default:
 						v.toolExtras = true
@@ -345,6 +356,20 @@ func firstOf(have, val []byte) []byte {
 		return have
 	}
 	return val
+}
+
+// stringifyObjectArgs rewrites tool-call arguments sent as a JSON object
+// into the JSON string the chat wire carries (compact text of the object),
+// so the points judge, and the client gets, the same arguments.
+func stringifyObjectArgs(completion []byte) ([]byte, error) {
+	var err error
+	gjson.GetBytes(completion, "choices.0.message.tool_calls").ForEach(func(k, c gjson.Result) bool {
+		if a := c.Get("function.arguments"); a.IsObject() {
+			completion, err = sjson.SetBytes(completion, "choices.0.message.tool_calls."+k.String()+".function.arguments", string(compact([]byte(a.Raw))))
+		}
+		return err == nil
+	})
+	return completion, err
 }
 
 // stringOrNull reports whether raw is a JSON string or null.

@@ -122,15 +122,17 @@ func TestFramingMismatch(t *testing.T) {
 	}
 }
 
-// A json answer whose tool call carries arguments (or an id or name) that
-// is not a string is refused: the points would judge empty arguments while
-// the client got the object as sent. A stream with such a delta already is.
+// A json answer whose tool call carries arguments that are a number (or an
+// id or name that is not a string) is refused: the points would judge
+// empty arguments while the client got them as sent. A stream with such a
+// delta already is. Arguments sent as an object (llama.cpp's server) are
+// turned into the string the chat wire has, judged and released so.
 func TestToolCallNonStringMembersRefused(t *testing.T) {
 	for _, tc := range []struct{ name, call string }{
-		{"object arguments", `{"id":"call_1","type":"function","function":{"name":"fetch","arguments":{"url":"https://evil.example/x"}}}`},
 		{"number arguments", `{"id":"call_1","type":"function","function":{"name":"fetch","arguments":4111111111111111}}`},
 		{"number id", `{"id":7,"type":"function","function":{"name":"fetch","arguments":"{}"}}`},
 		{"array name", `{"id":"call_1","type":"function","function":{"name":["fetch"],"arguments":"{}"}}`},
+		{"function a string", `{"id":"call_1","type":"function","function":"fetch(https://evil.example)"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
@@ -149,5 +151,24 @@ func TestToolCallNonStringMembersRefused(t *testing.T) {
 	p := newProxy(t, up.URL, allowAll())
 	if resp, body := post(t, p.URL, hello); resp.StatusCode != 200 {
 		t.Fatalf("null arguments: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestToolCallObjectArgumentsStringified(t *testing.T) {
+	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_1","type":"function","function":{"name":"fetch","arguments":{"url": "https://x.example/a"}}}]},"finish_reason":"tool_calls"}]}`
+	up, _ := upstream(t, answer, false, 0)
+	var seen string
+	judge := at(points.PostModelCall, "see", func(c *points.Context) (points.Verdict, error) {
+		seen = c.Get("response.tool_calls.0.args.url").Str
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, judge, allowAll(points.AgentStartup, points.Input, points.PreModelCall, points.Output, points.AgentShutdown))
+	resp, body := post(t, p.URL, hello)
+	if resp.StatusCode != 200 || seen != "https://x.example/a" {
+		t.Fatalf("status %d, judged url %q: %s", resp.StatusCode, seen, body)
+	}
+	if a := gjson.GetBytes(body, "choices.0.message.tool_calls.0.function.arguments"); a.Type != gjson.String || a.Str != `{"url":"https://x.example/a"}` {
+		t.Fatalf("released arguments %s", a.Raw)
 	}
 }
