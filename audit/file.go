@@ -67,8 +67,12 @@ func openFileBackend(path string, o options) (*fileBackend, int64, error) {
 		return nil, 0, fmt.Errorf("audit: record directory: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
-	if err != nil && errors.Is(err, fs.ErrPermission) {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0) // a pipe or device may be write-only
+	if st, serr := os.Stat(path); err != nil && errors.Is(err, fs.ErrPermission) && serr == nil && !st.Mode().IsRegular() {
+		// A pipe or device may be open for writing only; the first
+		// error stays the one reported when this fails too.
+		if wf, werr := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0); werr == nil {
+			f, err = wf, nil
+		}
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("audit: open record file: %w", err)

@@ -358,6 +358,7 @@ func packPatterns(pack string) []pattern {
 		}
 	}
 	aws, secret, access := newLiteral("aws"), newLiteral("secret"), newLiteral("access")
+	slackHooks := newLiteral("hooks.slack.com")
 	session := newLiteral("session")
 	// Member names that hold an AWS secret access key or an STS session
 	// token as their whole value (the AWS CLI's and SDKs' JSON, Terraform).
@@ -389,7 +390,7 @@ func packPatterns(pack string) []pattern {
 			mk("openai_key", `(?:^|[^A-Za-z0-9])(?P<value>sk-(?:(?:proj|svcacct|admin|None)-[A-Za-z0-9_-]{20,}|[A-Za-z0-9]{20,}))`, nil, has("sk-")),
 			mk("github_token", `(?:^|[^A-Za-z0-9])(?P<value>gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?:[^A-Za-z0-9]|$)`, nil, has("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_")),
 			mk("slack_token", `(?:^|[^A-Za-z0-9])(?P<value>xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[0-9]-[A-Za-z0-9-]{10,})`, nil, has("xox", "xapp-")),
-			mk("slack_webhook", `https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{20,}`, nil, has("hooks.slack.com")),
+			mk("slack_webhook", `(?i:(?:https?://)?hooks\.slack\.com)/(?:services|workflows|triggers)/[A-Za-z0-9_/-]{20,}`, nil, func(t *text) bool { return slackHooks.inFold(t.s) }),
 			mk("stripe_key", `(?:^|[^A-Za-z0-9])(?P<value>(?:sk|rk|whsec)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,})`, nil, has("_live_", "_test_", "whsec_")),
 			mk("gitlab_token", `(?:^|[^A-Za-z0-9])(?P<value>gl(?:pat|dt|rt|cbt|ptt|oas)-[A-Za-z0-9_-]{20,})`, nil, has("glpat-", "gldt-", "glrt-", "glcbt-", "glptt-", "gloas-")),
 			mk("huggingface_token", `(?:^|[^A-Za-z0-9])(?P<value>hf_[A-Za-z0-9]{30,})`, nil, has("hf_")),
@@ -414,8 +415,9 @@ func packPatterns(pack string) []pattern {
 			mk("iban", `\b[A-Z]{2}\d{2}(?:[ \x{00A0}\x{202F}]?[A-Z0-9]{4}){2,7}(?:[ \x{00A0}\x{202F}]?[A-Z0-9]{1,4})?\b`, validIBAN, hasIBANStart),
 			// Hyphens, or the Unicode dashes word processors put in.
 			mk("us_ssn", `\b\d{3}[-\x{2010}-\x{2015}]\d{2}[-\x{2010}-\x{2015}]\d{4}\b`, validSSN, func(t *text) bool {
-				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\u2010") || strings.Contains(t.s, "\u2011") || strings.Contains(t.s, "\u2012") ||
-					strings.Contains(t.s, "\u2013") || strings.Contains(t.s, "\u2014") || strings.Contains(t.s, "\u2015")) && t.digits() >= 9
+				// "\xe2\x80" leads every dash of U+2010-2015 (and other
+				// punctuation: the regex decides).
+				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\xe2\x80")) && t.digits() >= 9
 			}),
 			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with

@@ -45,6 +45,8 @@ func TestPackPositives(t *testing.T) {
 		{PackSecrets, "slack_token", "xoxp-1234567890-abc"},
 		{PackSecrets, "slack_token", "xapp-1-A0123456789-1234567890123-abcdef0123456789"},
 		{PackSecrets, "slack_webhook", "post to https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX now"},
+		{PackSecrets, "slack_webhook", "HTTP://HOOKS.SLACK.COM/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},
+		{PackSecrets, "slack_webhook", "url: hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"},
 		{PackSecrets, "stripe_key", "STRIPE_KEY=sk_live_" + r("4eC39HqLyjWDarjtT1zdp7dc", 1)},
 		{PackSecrets, "stripe_key", "rk_test_" + r("a1B2", 6)},
 		{PackSecrets, "stripe_key", "whsec_" + r("Zx9", 10)},
