@@ -869,7 +869,6 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	// re-derived rather than replayed, like one whose message had some.
 	t.modified = rewrote || stripped || t.held != nil && t.held.cs.Unjudged()
 
-
 	// post_model_call.
 	respModel := gjson.ParseBytes(v.model).Str
 	if respModel == "" {
