@@ -334,51 +334,34 @@ func TestHostAPIStringArgs(t *testing.T) {
 
 // A follow-up that already carries a withheld call (the agent learned its
 // id some other way) is not spliced a second time: the upstream sees each
-// id once in the assistant turn and one result for it, the control error.
-func TestWithheldCallNotSplicedTwice(t *testing.T) {
-	up, got := seqUpstream(t, twoCalls("search", "delete_files"), plainCompletion)
-	p := seamProxy(t, up.URL, denyTool("delete_files"))
-	sid := "sess-splice-twice"
-	post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
-	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` +
-		`{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}},` +
-		`{"id":"call_b","type":"function","function":{"name":"delete_files","arguments":"{\"q\":\"two\"}"}}]},` +
-		`{"role":"tool","tool_call_id":"call_a","content":"result one"},{"role":"tool","tool_call_id":"call_b","content":"deleted anyway"}]}`
-	if r, b := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
-		t.Fatalf("%d %s", r.StatusCode, b)
-	}
-	sent := got()[1]
-	if n := len(gjson.Get(sent, "messages.1.tool_calls").Array()); n != 2 {
-		t.Fatalf("assistant turn has %d calls, want 2: %s", n, sent)
-	}
-	results := gjson.Get(sent, `messages.#(tool_call_id=="call_b")#`).Array()
-	if len(results) != 1 || strings.Contains(results[0].Get("content").Str, "deleted anyway") ||
-		!strings.Contains(results[0].Get("content").Str, "Tool call blocked by agent-hooks") {
-		t.Fatalf("results for the withheld call: %s", sent)
-	}
-}
-
-// A follow-up that carries a withheld call but no result for it gets the
-// control error as that call's one result: every call the upstream sees
-// is answered, once.
-func TestWithheldCallCarriedWithoutResult(t *testing.T) {
-	up, got := seqUpstream(t, twoCalls("search", "delete_files"), plainCompletion)
-	p := seamProxy(t, up.URL, denyTool("delete_files"))
-	sid := "sess-carried-unanswered"
-	post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
-	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` +
-		`{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}},` +
-		`{"id":"call_b","type":"function","function":{"name":"delete_files","arguments":"{\"q\":\"two\"}"}}]},` +
-		`{"role":"tool","tool_call_id":"call_a","content":"result one"}]}`
-	if r, b := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
-		t.Fatalf("%d %s", r.StatusCode, b)
-	}
-	sent := got()[1]
-	if n := len(gjson.Get(sent, "messages.1.tool_calls").Array()); n != 2 {
-		t.Fatalf("assistant turn has %d calls, want 2: %s", n, sent)
-	}
-	results := gjson.Get(sent, `messages.#(tool_call_id=="call_b")#`).Array()
-	if len(results) != 1 || !strings.Contains(results[0].Get("content").Str, "Tool call blocked by agent-hooks") {
-		t.Fatalf("results for the withheld call: %s", sent)
+// id once in the assistant turn and one result for it, the control error,
+// whether the agent sent a result of its own for it (replaced) or none.
+func TestWithheldCallCarriedByTheAgent(t *testing.T) {
+	for _, tc := range []struct{ name, ownResult string }{
+		{"with its own result", `,{"role":"tool","tool_call_id":"call_b","content":"deleted anyway"}`},
+		{"without a result", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, got := seqUpstream(t, twoCalls("search", "delete_files"), plainCompletion)
+			p := seamProxy(t, up.URL, denyTool("delete_files"))
+			sid := "sess-carried"
+			post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid)
+			follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` +
+				`{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}},` +
+				`{"id":"call_b","type":"function","function":{"name":"delete_files","arguments":"{\"q\":\"two\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"call_a","content":"result one"}` + tc.ownResult + `]}`
+			if r, b := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			sent := got()[1]
+			if n := len(gjson.Get(sent, "messages.1.tool_calls").Array()); n != 2 {
+				t.Fatalf("assistant turn has %d calls, want 2: %s", n, sent)
+			}
+			results := gjson.Get(sent, `messages.#(tool_call_id=="call_b")#`).Array()
+			if len(results) != 1 || strings.Contains(results[0].Get("content").Str, "deleted anyway") ||
+				!strings.Contains(results[0].Get("content").Str, "Tool call blocked by agent-hooks") {
+				t.Fatalf("results for the withheld call: %s", sent)
+			}
+		})
 	}
 }
