@@ -417,55 +417,56 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 }
 
 // controlSplitViolation judges the URLs of s as WHATWG parsers (browsers,
-// Node's fetch) and Python's urllib read them: they delete every ASCII
-// tab, CR and LF first, so https://allowed.com<LF>.evil.com names
-// allowed.com.evil.com and https://ev<LF>il.com evil.com, where the URL
-// finder stops at the line break. Two readings:
+// Node's fetch) and Python's urllib.parse read them: they delete every ASCII
+// tab, CR and LF first, so https:<LF>//evil.com is https://evil.com and
+// https://allowed.com<LF>.evil.com names allowed.com.evil.com, where the
+// URL finder stops at the line break. Two readings:
 //
-//   - line breaks removed where the next line goes on with a host's
-//     punctuation (. - : @), and otherwise read as a space, so a list of
-//     URLs or hosts one per line stays a list and a line of prose after
-//     a link stays a word: every URL there, and under a URL- or host-named
-//     member (kind) every schemeless destination, is judged against both
-//     lists;
-//   - all line breaks removed, judged against deny_domains only (a split
-//     denied name such as ev<LF>il.com; a host made of two lines cannot
-//     match a deny entry by accident).
+//   - a value that is a destination (it starts with a URL, or it is under
+//     a URL- or host-named member, kind) is read line by line, a line
+//     going on with the one before it where the break falls inside a URL
+//     (the line before ends with, or the line starts with, a character of
+//     : / @ . - or \) and starting a new entry otherwise (a list of URLs
+//     or hosts one per line, a word after a link); every entry is judged
+//     against both lists;
+//   - every line break removed, judged against deny_domains only, in any
+//     value (a split denied name such as ev<LF>il.com).
 //
-// A host split inside a label and followed by a letter (allowed.com<LF>evil.com
-// read as allowed.comevil.com) is, outside URL-named members, read as two
-// words (documented).
+// A URL broken by a line break inside longer text (a code string, prose)
+// is judged against deny_domains only, and a host broken inside a label
+// and going on with a letter (allowed.com<LF>evil.com) is two entries
+// (documented).
 func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 	if !strings.ContainsAny(s, "\t\r\n") {
 		return "", false
 	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '\t' && c != '\r' && c != '\n' {
-			b.WriteByte(c)
-			continue
-		}
-		j := i
-		for j < len(s) && (s[j] == '\t' || s[j] == '\r' || s[j] == '\n') {
-			j++
-		}
-		if j == len(s) || strings.IndexByte(".-:@", s[j]) < 0 {
-			b.WriteByte(' ')
-		}
-		i = j - 1
-	}
-	lines := b.String()
-	for _, cand := range t.urlRE.FindAllString(lines, -1) {
-		if why, bad := t.urlViolation(cand); bad {
-			return why, true
-		}
-	}
-	if kind != egressNone {
-		for _, tok := range strings.Fields(lines) {
-			if why, bad := t.schemelessViolation(tok, kind); bad {
-				return why, true
+	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\t' || r == '\r' || r == '\n' })
+	if len(lines) > 0 {
+		startsURL := func(l string) bool { loc := t.urlRE.FindStringIndex(l); return loc != nil && loc[0] == 0 }
+		if first := strings.TrimLeft(lines[0], " "); kind != egressNone || startsURL(first) || bareScheme(first) {
+			entries := []string{first}
+			for _, l := range lines[1:] {
+				prev := entries[len(entries)-1]
+				goesOn := prev != "" && l != "" && !startsURL(l) && !strings.HasPrefix(l, "www.") &&
+					!strings.HasPrefix(l, "- ") && !strings.HasPrefix(l, "-- ") && !strings.HasPrefix(l, "..") &&
+					(strings.IndexByte(":/@.-\\", prev[len(prev)-1]) >= 0 || strings.IndexByte(":/@.-\\", l[0]) >= 0)
+				if goesOn {
+					entries[len(entries)-1] += l
+				} else {
+					entries = append(entries, l)
+				}
+			}
+			for _, e := range entries {
+				tok, _, _ := strings.Cut(strings.TrimSpace(e), " ") // a host holds no space
+				if loc := t.urlRE.FindStringIndex(tok); loc != nil && loc[0] == 0 {
+					if why, bad := t.urlViolation(tok[:loc[1]]); bad {
+						return why, true
+					}
+				} else if kind != egressNone && tok != "" {
+					if why, bad := t.schemelessViolation(tok, kind); bad {
+						return why, true
+					}
+				}
 			}
 		}
 	}
@@ -486,6 +487,21 @@ func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// bareScheme reports whether l is only a special scheme and its colon, with
+// any slashes or backslashes (https:, https://): a URL's first line when a
+// line break follows its scheme.
+func bareScheme(l string) bool {
+	i := strings.IndexByte(l, ':')
+	if i < 0 {
+		return false
+	}
+	switch strings.ToLower(l[:i]) {
+	case "http", "https", "ws", "wss", "ftp":
+		return strings.Trim(l[i+1:], `/\`) == ""
+	}
+	return false
 }
 
 // The kinds of member whose value is judged as a destination even without

@@ -171,6 +171,12 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"newline joins the host, space in the fragment (allow list)", `{"url":"https://docs.python.org\n.evil.example/#a b"}`},
 		{"schemeless newline joins, space after (allow list)", `{"url":"docs.python.org\n.evil.example/x?q=a b"}`},
 		{"a second line that is another host (allow list)", `{"url":"docs.python.org\nevil.example"}`},
+		{"break after the scheme (allow list)", `{"target":"https:\n//evil.example/x"}`},
+		{"break after the slashes (allow list)", `{"target":"https://\nevil.example/x"}`},
+		{"break after userinfo (allow list)", `{"target":"https://docs.python.org@\nevil.example/x"}`},
+		{"break after a dot (allow list)", `{"target":"https://docs.python.org.\nevil.example/x"}`},
+		{"break before a backslash at (allow list)", `{"target":"https://docs.python.org\n\\@evil.example/x"}`},
+		{"break before an at (allow list)", `{"target":"https://docs.python.org\n@evil.example/x"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -205,7 +211,9 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		// Lines of prose are not joined into hosts under an allowlist.
 		`{"body":"Docs: https://docs.python.org\nThanks,\nAnn"}`, `{"path":"notes.md\nREADME"}`,
 		`{"url":"https://docs.python.org\nhttps://docs.python.org/3/"}`, `{"hosts":"docs.python.org\ndocs.python.org"}`,
-		"{\"rows\":\"name\\turl\\nPython\\thttps://docs.python.org\\n\"}"} {
+		"{\"rows\":\"name\\turl\\nPython\\thttps://docs.python.org\\n\"}",
+		`{"body":"- https://docs.python.org\n- https://docs.python.org/3/"}`, `{"body":"https://docs.python.org\n-- \nAnn"}`,
+		`{"body":"https://docs.python.org\n...and more"}`, `{"body":"https://docs.python.org\nThanks"}`} {
 		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
 			t.Errorf("%s: %s", ok, got)
 		}
