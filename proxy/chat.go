@@ -450,7 +450,7 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 		for _, c := range calls {
 			ids = append(ids, c.Get("id").Str)
 		}
-		s.sessions.link(sess, ids, rn.clientMsgs)
+		s.sessions.linkWith(sess, ids, rn.clientMsgs, func() [32]byte { return inputsDigest(msgs[:min(rn.clientMsgs, len(msgs))]) })
 		// Text the model sends beside its tool calls reaches the
 		// caller as much as a final answer does, so it passes output
 		// too (no released byte of model text skips that point), and

@@ -54,6 +54,11 @@ type session struct {
 	// only when it carries that same history before the call, so a
 	// client that guesses call_0 cannot join another's run.
 	prefixes map[string][32]byte
+	// turnInputs holds, per tool-call id, the inputsDigest of the history
+	// the answer that issued it came to: a follow-up skips input only when
+	// the user and system messages before its calls are those
+	// (continuesTurn).
+	turnInputs map[string][32]byte
 }
 
 func (s *session) touch(now time.Time) {
@@ -447,13 +452,33 @@ func (ss *sessions) noteReleased(s *session, completion []byte) {
 
 // link remembers tool-call ids issued in s.
 func (ss *sessions) link(s *session, ids []string, histLen int) {
+	ss.linkWith(s, ids, histLen, nil)
+}
+
+// linkWith is link that also remembers, for histLen, the digest of the
+// user and system messages of that history (inputs computes it).
+func (ss *sessions) linkWith(s *session, ids []string, histLen int, inputs func() [32]byte) {
 	if len(ids) == 0 {
 		return
+	}
+	var digest [32]byte
+	if inputs != nil && histLen >= 0 {
+		digest = inputs() // outside the lock: it hashes the history
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if s.ended {
 		return // removed from byCall for good: linking would leak it
+	}
+	if inputs != nil && histLen >= 0 {
+		if s.turnInputs == nil {
+			s.turnInputs = map[string][32]byte{}
+		}
+		for _, id := range ids {
+			if _, ok := s.turnInputs[id]; !ok {
+				s.turnInputs[strings.Clone(id)] = digest
+			}
+		}
 	}
 	for _, id := range ids {
 		id = strings.Clone(id) // ids may be views into a request or answer
@@ -484,7 +509,23 @@ func (ss *sessions) answer(s *session, ids []string) {
 // histLen earlier messages, answer calls sess issued in its answer to a
 // request of exactly histLen messages, at least one of them for the
 // first time.
-func (ss *sessions) followUp(s *session, ids []string, histLen int) bool {
+func (ss *sessions) followUp(s *session, ids []string, histLen int, inputs func() [32]byte) bool {
+	var wants [][32]byte
+	ss.mu.Lock()
+	for _, id := range ids {
+		if w, ok := s.turnInputs[id]; ok {
+			wants = append(wants, w)
+		}
+	}
+	ss.mu.Unlock()
+	if len(wants) > 0 && inputs != nil {
+		have := inputs() // outside the lock: it hashes the history
+		for _, w := range wants {
+			if w != have {
+				return false // the user or system messages before the calls changed
+			}
+		}
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	fresh := false

@@ -86,7 +86,7 @@ func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 			}
 			// msgs[j] may be the answer: the results after it answer
 			// calls issued to the request of the j messages before it.
-			if s.sessions.followUp(sess, ids, j) {
+			if s.sessions.followUp(sess, ids, j, func() [32]byte { return inputsDigest(msgs[:j]) }) {
 				return true
 			}
 			continue
@@ -94,4 +94,21 @@ func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 		return false
 	}
 	return false
+}
+
+// inputsDigest identifies the messages of a history that input judges
+// (user, system and developer ones), whatever their JSON formatting: a
+// follow-up must carry the same ones before its calls as the request
+// whose answer issued them, or it opens a turn (a rewritten user message
+// cannot ride a tool result past input). Tool results and assistant
+// messages, the bulk of a long history, are left out.
+func inputsDigest(msgs []gjson.Result) [32]byte {
+	in := make([]gjson.Result, 0, len(msgs))
+	for _, m := range msgs {
+		switch m.Get("role").Str {
+		case "user", "system", "developer":
+			in = append(in, m)
+		}
+	}
+	return historyHash(in)
 }
