@@ -655,7 +655,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
-		rn.upstreamFailedStatus(resp.StatusCode)
+		status := resp.StatusCode
+		if strings.EqualFold(resp.Header.Get("X-Should-Retry"), "false") {
+			status = http.StatusBadRequest // the SDKs obey the header before the status: no retry comes
+		}
+		rn.upstreamFailedStatus(status)
 		return false
 	}
 

@@ -718,6 +718,22 @@ func TestFollowUpRetryEdges(t *testing.T) {
 			t.Fatalf("%d sessions, want 1", n)
 		}
 	})
+	t.Run("upstream says no retry", func(t *testing.T) {
+		noRetry := func(w http.ResponseWriter) {
+			w.Header().Set("X-Should-Retry", "false")
+			w.WriteHeader(503)
+			_, _ = io.WriteString(w, `{"error":{"message":"no","type":"server_error"}}`)
+		}
+		p := seamProxy(t, seq(t, ok(twoCalls("search", "lookup")), noRetry), allowAll())
+		post(t, p.URL, first)
+		if r, b := post(t, p.URL, follow); r.StatusCode != 503 {
+			t.Fatalf("follow-up: %d %s, want 503", r.StatusCode, b)
+		}
+		recs := p.sink.Records()
+		if last := recs[len(recs)-1]; last.InterceptionPoint != points.AgentShutdown {
+			t.Fatalf("run not ended after a 503 the upstream said not to retry: last record %s", last.InterceptionPoint)
+		}
+	})
 	t.Run("not retried", func(t *testing.T) {
 		p := seamProxy(t, seq(t, ok(twoCalls("search", "lookup")), fail(400)), allowAll())
 		post(t, p.URL, first)
