@@ -41,6 +41,10 @@ type run struct {
 	// is still the follow-up).
 	followUp        bool
 	pendingAnswered []string
+	// inputsDigest is the inputsDigest of the client's messages, once
+	// inputsHashed (inputsOf).
+	inputsDigest [32]byte
+	inputsHashed bool
 }
 
 // lendMin is the smallest buffer worth pooling: below it an allocation is
@@ -100,6 +104,17 @@ func (rn *run) end(reason string, force bool) {
 	}
 	if rn.s.sessions.end(rn.sess, reason) {
 		rn.s.shutdown(rn.r.Context(), rn.em, rn.sess, reason)
+	}
+}
+
+// inputsOf returns the inputsDigest of the client's messages, computed on
+// first use and then remembered for the request (several links use it).
+func (rn *run) inputsOf(msgs []gjson.Result) func() [32]byte {
+	return func() [32]byte {
+		if !rn.inputsHashed {
+			rn.inputsDigest, rn.inputsHashed = inputsDigest(msgs[:min(rn.clientMsgs, len(msgs))]), true
+		}
+		return rn.inputsDigest
 	}
 }
 
@@ -450,7 +465,8 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 		for _, c := range calls {
 			ids = append(ids, c.Get("id").Str)
 		}
-		s.sessions.linkWith(sess, ids, rn.clientMsgs, func() [32]byte { return inputsDigest(msgs[:min(rn.clientMsgs, len(msgs))]) })
+		inputs := rn.inputsOf(msgs)
+		s.sessions.linkWith(sess, ids, rn.clientMsgs, inputs)
 		// Text the model sends beside its tool calls reaches the
 		// caller as much as a final answer does, so it passes output
 		// too (no released byte of model text skips that point), and
@@ -507,8 +523,8 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 			if len(withheld) > 0 || !bytes.Equal(out, completion) {
 				completion, modified = out, true
 				// Calls released under fresh ids link the run too.
-				s.sessions.link(sess, toolCallIDsOf(completion), rn.clientMsgs)
-				s.sessions.link(sess, withheld, rn.clientMsgs)
+				s.sessions.linkWith(sess, toolCallIDsOf(completion), rn.clientMsgs, inputs)
+				s.sessions.linkWith(sess, withheld, rn.clientMsgs, inputs)
 			}
 		}
 	} else {
@@ -655,9 +671,15 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
 		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
+		// The SDKs obey X-Should-Retry ("true" or "false", exactly)
+		// before the status, so the run waits for a retry only if one
+		// comes.
 		status := resp.StatusCode
-		if strings.EqualFold(resp.Header.Get("X-Should-Retry"), "false") {
-			status = http.StatusBadRequest // the SDKs obey the header before the status: no retry comes
+		switch resp.Header.Get("X-Should-Retry") {
+		case "false":
+			status = http.StatusBadRequest
+		case "true":
+			status = http.StatusServiceUnavailable
 		}
 		rn.upstreamFailedStatus(status)
 		return false

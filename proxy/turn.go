@@ -75,6 +75,18 @@ func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 		return false
 	}
 	var ids []string
+	// The walk below crosses only tool and assistant messages, which the
+	// digest leaves out, so it is the same at every step: computed once,
+	// and only if some call id has one to compare (a long run of
+	// assistant/tool pairs must not rehash the history per pair).
+	var digest [32]byte
+	hashed := false
+	inputs := func() [32]byte {
+		if !hashed {
+			digest, hashed = inputsDigest(msgs), true
+		}
+		return digest
+	}
 	for j := n - 1; j > 0; j-- {
 		switch m := msgs[j]; m.Get("role").Str {
 		case "tool":
@@ -86,7 +98,7 @@ func (s *Server) continuesTurn(sess *session, msgs []gjson.Result) bool {
 			}
 			// msgs[j] may be the answer: the results after it answer
 			// calls issued to the request of the j messages before it.
-			if s.sessions.followUp(sess, ids, j, func() [32]byte { return inputsDigest(msgs[:j]) }) {
+			if s.sessions.followUp(sess, ids, j, inputs) {
 				return true
 			}
 			continue
