@@ -1201,6 +1201,12 @@ func checkChatRequest(body []byte) string {
 			}
 		case "function":
 			bad = "'function' messages (legacy function calling) are not mediated; use 'tools' and 'tool' messages"
+		case "system", "developer", "user":
+		default:
+			// A role the points do not know ("User", "human") would reach
+			// a lenient upstream without input judging it, as the chat
+			// API refuses it too.
+			bad = "each message's 'role' must be one of system, developer, user, assistant or tool"
 		}
 		return bad == ""
 	})
