@@ -494,12 +494,15 @@ func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 // line break follows its scheme.
 func bareScheme(l string) bool {
 	i := strings.IndexByte(l, ':')
-	if i < 0 {
-		return false
-	}
-	switch strings.ToLower(l[:i]) {
+	return i >= 0 && specialScheme(l[:i]) && strings.Trim(l[i+1:], `/\`) == ""
+}
+
+// specialScheme reports whether scheme (any case) is one of the WHATWG URL
+// standard's special schemes with a host, which parsers read leniently.
+func specialScheme(scheme string) bool {
+	switch strings.ToLower(scheme) {
 	case "http", "https", "ws", "wss", "ftp":
-		return strings.Trim(l[i+1:], `/\`) == ""
+		return true
 	}
 	return false
 }
@@ -706,9 +709,7 @@ func whatwgSpecial(cand string) string {
 	if i < 0 {
 		return cand
 	}
-	switch strings.ToLower(cand[:i]) {
-	case "http", "https", "ws", "wss", "ftp":
-	default:
+	if !specialScheme(cand[:i]) {
 		return cand
 	}
 	rest := strings.ReplaceAll(strings.TrimLeft(cand[i+1:], `/\`), `\`, "/")
@@ -732,9 +733,7 @@ func rfc3986Host(cand string) (host string, ok bool) {
 	if len(auth) == len(cand)-i-1 {
 		// No slash after the scheme: curl still reads an authority for
 		// the special schemes it knows (https:host), so do the same.
-		switch strings.ToLower(cand[:i]) {
-		case "http", "https", "ws", "wss", "ftp":
-		default:
+		if !specialScheme(cand[:i]) {
 			return "", false
 		}
 	}
