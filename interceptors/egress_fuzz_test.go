@@ -109,3 +109,17 @@ func FuzzRFC3986Host(f *testing.F) {
 		}
 	})
 }
+
+// FuzzWhatwgWholeHost: the whole-value reading never panics and names only
+// hosts with no space, control character or delimiter in them.
+func FuzzWhatwgWholeHost(f *testing.F) {
+	for _, s := range []string{"https://a.com- @evil.com/x", "\fhttps://a.com@evil.com", "https:evil.com", "https://[::1]:8/x", "ftp://a b/", "mailto:x@y"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		host, ok := whatwgWholeHost(v)
+		if ok && (host == "" || strings.ContainsAny(host, "/?#@\\ \t\r\n")) {
+			t.Fatalf("whatwgWholeHost(%q) = %q", v, host)
+		}
+	})
+}

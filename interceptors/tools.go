@@ -443,9 +443,27 @@ func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 	lines := strings.FieldsFunc(s, func(r rune) bool { return r == '\t' || r == '\r' || r == '\n' })
 	if len(lines) > 0 {
 		startsURL := func(l string) bool { loc := t.urlRE.FindStringIndex(l); return loc != nil && loc[0] == 0 }
-		if first := strings.TrimLeft(lines[0], " "); kind != egressNone || startsURL(first) || bareScheme(first) {
+		c0 := func(r rune) bool { return r <= ' ' } // WHATWG trims C0 controls and spaces
+		if first := strings.TrimLeftFunc(lines[0], c0); kind != egressNone || startsURL(first) || bareScheme(first) {
+			// The whole value as a fetch of it reads it, unless it is a
+			// list of URLs one per line (whose join names a host under a
+			// TLD such as orghttps, which does not resolve).
+			list := true
+			for _, l := range lines {
+				if l = strings.TrimLeftFunc(l, c0); !startsURL(l) {
+					list = false
+				}
+			}
+			if !list {
+				if host, ok := whatwgWholeHost(strings.Join(lines, "")); ok {
+					if why, bad := t.hostViolation(host); bad {
+						return why, true
+					}
+				}
+			}
 			entries := []string{first}
 			for _, l := range lines[1:] {
+				l = strings.TrimLeftFunc(l, c0)
 				prev := entries[len(entries)-1]
 				goesOn := prev != "" && l != "" && !startsURL(l) && !strings.HasPrefix(l, "www.") &&
 					!strings.HasPrefix(l, "- ") && !strings.HasPrefix(l, "-- ") && !strings.HasPrefix(l, "..") &&
@@ -487,6 +505,38 @@ func (t *Tools) controlSplitViolation(s string, kind int) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// whatwgWholeHost is the host a WHATWG parser finds in v, a whole value
+// with its tabs and line breaks already removed, for a special scheme: C0
+// controls and spaces trimmed, any slashes or backslashes after the
+// scheme, the authority up to / ? # or \, the host after its last @ (a
+// space is legal in userinfo), without the port. ok is false when v has
+// no special scheme or its host would not parse (empty, or with a space).
+func whatwgWholeHost(v string) (string, bool) {
+	v = strings.TrimFunc(v, func(r rune) bool { return r <= ' ' })
+	i := strings.IndexByte(v, ':')
+	if i < 0 || !specialScheme(v[:i]) {
+		return "", false
+	}
+	auth := strings.TrimLeft(v[i+1:], `/\`)
+	if j := strings.IndexAny(auth, `/?#\`); j >= 0 {
+		auth = auth[:j]
+	}
+	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
+		auth = auth[j+1:]
+	}
+	if strings.HasPrefix(auth, "[") {
+		if j := strings.IndexByte(auth, ']'); j >= 0 {
+			auth = auth[1:j]
+		}
+	} else if j := strings.LastIndexByte(auth, ':'); j >= 0 {
+		auth = auth[:j]
+	}
+	if auth == "" || strings.ContainsFunc(auth, func(r rune) bool { return r <= ' ' }) {
+		return "", false
+	}
+	return auth, true
 }
 
 // bareScheme reports whether l is only a special scheme and its colon, with

@@ -177,6 +177,15 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		{"break after a dot (allow list)", `{"target":"https://docs.python.org.\nevil.example/x"}`},
 		{"break before a backslash at (allow list)", `{"target":"https://docs.python.org\n\\@evil.example/x"}`},
 		{"break before an at (allow list)", `{"target":"https://docs.python.org\n@evil.example/x"}`},
+		{"userinfo across a bullet (allow list)", `{"url":"https://docs.python.org\n- @evil.example/x"}`},
+		{"userinfo across an ellipsis (allow list)", `{"q":"https://docs.python.org\n..@evil.example/x"}`},
+		{"next line starts with a space (allow list)", `{"q":"https://docs.python.org\n @evil.example/x"}`},
+		{"leading form feed (allow list)", `{"q":"\fhttps://docs.python.org\n@evil.example/x"}`},
+		{"leading vertical tab, break after scheme (allow list)", `{"q":"\u000bhttps:\n//evil.example/x"}`},
+		{"double dot continuation (allow list)", `{"url":"https://docs.python.org\n..evil.example"}`},
+		// Fails closed: a value that starts with a URL and goes on with a
+		// word on the next line is one host to a URL parser given it whole.
+		{"a word after a link in a value that starts with it (allow list)", `{"body":"https://docs.python.org\nThanks"}`},
 		{"ideographic full stop", `{"url":"https://evil\u3002example/x"}`},
 		{"fullwidth letter", `{"url":"https://\uff45vil.example/x"}`},
 		{"fullwidth trailing stop", `{"url":"https://evil.example\uff0e/x"}`},
@@ -213,7 +222,7 @@ func TestEgressCanonicalHosts(t *testing.T) {
 		`{"url":"https://docs.python.org\nhttps://docs.python.org/3/"}`, `{"hosts":"docs.python.org\ndocs.python.org"}`,
 		"{\"rows\":\"name\\turl\\nPython\\thttps://docs.python.org\\n\"}",
 		`{"body":"- https://docs.python.org\n- https://docs.python.org/3/"}`, `{"body":"https://docs.python.org\n-- \nAnn"}`,
-		`{"body":"https://docs.python.org\n...and more"}`, `{"body":"https://docs.python.org\nThanks"}`} {
+		`{"body":"https://docs.python.org\n...and more"}`} {
 		if got := verdictSummary(run(t, allow, preTool(t, "fetch", ok))); got != "allow" {
 			t.Errorf("%s: %s", ok, got)
 		}
