@@ -519,24 +519,34 @@ func whatwgWholeHost(v string) (string, bool) {
 	if i < 0 || !specialScheme(v[:i]) {
 		return "", false
 	}
-	auth := strings.TrimLeft(v[i+1:], `/\`)
-	if j := strings.IndexAny(auth, `/?#\`); j >= 0 {
-		auth = auth[:j]
-	}
-	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
-		auth = auth[j+1:]
-	}
-	if strings.HasPrefix(auth, "[") {
-		if j := strings.IndexByte(auth, ']'); j >= 0 {
-			auth = auth[1:j]
-		}
-	} else if j := strings.LastIndexByte(auth, ':'); j >= 0 {
-		auth = auth[:j]
-	}
+	auth := authorityHost(strings.TrimLeft(v[i+1:], `/\`), `/?#\`)
 	if auth == "" || strings.ContainsFunc(auth, func(r rune) bool { return r <= ' ' }) {
 		return "", false
 	}
 	return auth, true
+}
+
+// authorityHost is the host of the authority that rest (what follows a
+// URL's scheme and slashes) starts with: up to the first of ends, after
+// the last '@', without brackets or the port. Both URL readings share it;
+// each decides which hosts a client could connect to.
+func authorityHost(rest, ends string) string {
+	if j := strings.IndexAny(rest, ends); j >= 0 {
+		rest = rest[:j]
+	}
+	if j := strings.LastIndexByte(rest, '@'); j >= 0 {
+		rest = rest[j+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		if j := strings.IndexByte(rest, ']'); j >= 0 {
+			return rest[1:j]
+		}
+		return rest
+	}
+	if j := strings.LastIndexByte(rest, ':'); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
 }
 
 // bareScheme reports whether l is only a special scheme and its colon, with
@@ -787,19 +797,7 @@ func rfc3986Host(cand string) (host string, ok bool) {
 			return "", false
 		}
 	}
-	if j := strings.IndexAny(auth, "/?#"); j >= 0 {
-		auth = auth[:j]
-	}
-	if j := strings.LastIndexByte(auth, '@'); j >= 0 {
-		auth = auth[j+1:]
-	}
-	if strings.HasPrefix(auth, "[") {
-		if j := strings.IndexByte(auth, ']'); j >= 0 {
-			auth = auth[1:j]
-		}
-	} else if j := strings.LastIndexByte(auth, ':'); j >= 0 {
-		auth = auth[:j]
-	}
+	auth = authorityHost(auth, "/?#")
 	if auth == "" || strings.ContainsFunc(auth, func(r rune) bool { return r == '\\' || r < 0x21 || r == 0x7f }) {
 		return "", false
 	}
