@@ -36,6 +36,18 @@ var textStream = chunk(`{"role":"assistant","content":"","refusal":null}`, "") +
 	chunk(`{"content":"Hello"}`, "") + chunk(`{"content":" there, the secret"}`, "") +
 	chunk(`{"content":" is safe."}`, "") + chunk(`{}`, "stop") + "data: [DONE]\n\n"
 
+// seqToolStream has two calls in the order OpenAI sends them: each call's
+// deltas together, the first typed, the rest untyped. Clients that merge
+// by index and those that merge by type (langchaingo) read it alike, so it
+// is replayed as it came.
+var seqToolStream = chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "") +
+	chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]}`, "") +
+	chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"ation\":\"Paris\"}"}}]}`, "") +
+	chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]}`, "") +
+	chunk(`{}`, "tool_calls") + "data: [DONE]\n\n"
+
+// toolStream interleaves the two calls' deltas, which langchaingo would
+// read as other calls: it is re-derived (TestIrregularToolStreamsReadAlike).
 var toolStream = chunk(`{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"get_weather","arguments":""}}]}`, "") +
 	chunk(`{"tool_calls":[{"index":0,"function":{"arguments":"{\"loc"}}]}`, "") +
 	chunk(`{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"get_time","arguments":"{}"}}]}`, "") +
@@ -167,7 +179,7 @@ func sseData(t testing.TB, b []byte) []string {
 }
 
 func TestStreamReleasedEventForEvent(t *testing.T) {
-	for _, stream := range []string{textStream, toolStream} {
+	for _, stream := range []string{textStream, seqToolStream} {
 		for _, split := range []int{1, 7, 64, 1 << 20} {
 			t.Run(fmt.Sprint(len(stream), "/", split), func(t *testing.T) {
 				up, _ := upstream(t, stream, true, split)

@@ -500,12 +500,18 @@ type choiceAcc struct {
 	hasFn            bool
 	tools            []toolAcc
 	extras           []extraAcc
+	// typed is the wire index of the tool call whose delta last carried a
+	// type, or -1: langchaingo appends every untyped delta to the call it
+	// opened last, whatever its index.
+	typed int
 }
 
 type toolAcc struct {
-	index      int
-	id, typ    []byte // raw JSON strings
-	name, args []byte // escaped string contents
+	// index orders the call in the completion; wire is the index its
+	// deltas carry. They differ for a call that reused a taken index.
+	index, wire int
+	id, typ     []byte // raw JSON strings
+	name, args  []byte // escaped string contents
 }
 
 // extraAcc is a delta field the assembler does not know by name.
@@ -516,6 +522,10 @@ type extraAcc struct {
 	array  bool
 	val    []byte
 	seq    int
+	// dropped: a value that changed from chunk to chunk (Together's
+	// token_id, audio objects), which a client would keep only one of; it
+	// is left out of the completion, so the stream is re-derived without it.
+	dropped bool
 }
 
 func (a *chatAcc) reset() {
@@ -834,7 +844,7 @@ func (a *chatAcc) choice(i int) (*choiceAcc, bool) {
 		c.reset(i)
 		return c, true
 	}
-	a.choices = append(a.choices, choiceAcc{index: i})
+	a.choices = append(a.choices, choiceAcc{index: i, typed: -1})
 	return &a.choices[len(a.choices)-1], true
 }
 
@@ -844,7 +854,7 @@ func (c *choiceAcc) reset(i int) {
 	*c = choiceAcc{
 		index: i, content: c.content[:0], refusal: c.refusal[:0],
 		lpContent: c.lpContent[:0], lpRefusal: c.lpRefusal[:0],
-		tools: tools, extras: extras,
+		tools: tools, extras: extras, typed: -1,
 	}
 }
 
@@ -1066,13 +1076,21 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	case fn.Exists() && fn.Type != gjson.Null && !fn.IsObject():
 		return "tool call function is not an object"
 	}
-	tc := c.tool(i)
+	tc, pos := c.tool(i), i
+	if tc != nil && id.Type == gjson.String && id.Str != "" && len(tc.id) > 0 && string(tc.id) != id.Raw &&
+		len(tc.name) > 0 && fn.IsObject() && fn.Get("name").Str != "" {
+		// A head with another id and a name at a taken index is another
+		// call (Ollama sends every parallel call at index 0); merged, two
+		// calls would be judged as one the model never made.
+		tc, pos = nil, c.maxToolIndex()+1
+		a.irregular = true
+	}
 	if tc == nil {
 		if a.slots >= maxChatSlots {
 			return reasonTooManySlots
 		}
 		a.slots++
-		c.tools = append(c.tools, toolAcc{index: i})
+		c.tools = append(c.tools, toolAcc{index: pos, wire: i})
 		tc = &c.tools[len(c.tools)-1]
 	}
 	if id.Type == gjson.String && id.Str != "" {
@@ -1086,6 +1104,11 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 			a.irregular = true // langchaingo starts a new call on a type
 		}
 		tc.typ = append(tc.typ[:0], typ.Raw...)
+		c.typed = i
+	} else if c.typed != i {
+		// langchaingo would append this delta to another call than the
+		// one its index names (interleaved calls, a head without a type).
+		a.irregular = true
 	}
 	if fn.IsObject() {
 		repeat := false
@@ -1100,13 +1123,23 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	return ""
 }
 
+// tool is the call that deltas at wire index i extend: the last one
+// opened there.
 func (c *choiceAcc) tool(i int) *toolAcc {
-	for k := range c.tools {
-		if c.tools[k].index == i {
+	for k := len(c.tools) - 1; k >= 0; k-- {
+		if c.tools[k].wire == i {
 			return &c.tools[k]
 		}
 	}
 	return nil
+}
+
+func (c *choiceAcc) maxToolIndex() int {
+	m := -1
+	for k := range c.tools {
+		m = max(m, c.tools[k].index)
+	}
+	return m
 }
 
 // addFunctionDelta merges {"name","arguments"} fragments; names are
@@ -1176,8 +1209,13 @@ func (a *chatAcc) addExtra(c *choiceAcc, k, v gjson.Result) string {
 		return "duplicate key " + k.Raw
 	}
 	x.seq = a.deltas
+	if x.dropped {
+		return ""
+	}
 	if x.kind != v.Type || x.array != isArray {
-		return "delta field " + k.Raw + " changes type"
+		x.drop()
+		a.unjudged = true
+		return ""
 	}
 	switch {
 	case v.Type == gjson.String:
@@ -1187,10 +1225,16 @@ func (a *chatAcc) addExtra(c *choiceAcc, k, v gjson.Result) string {
 	default:
 		a.scratch = appendCompact(a.scratch[:0], v.Raw)
 		if string(a.scratch) != string(x.val) {
-			return "delta field " + k.Raw + " changes value"
+			x.drop()
+			a.unjudged = true
 		}
 	}
 	return ""
+}
+
+func (x *extraAcc) drop() {
+	x.dropped = true
+	x.val = x.val[:0]
 }
 
 // appendCompletion writes the assembled chat.completion.
@@ -1255,7 +1299,7 @@ func (c *choiceAcc) appendChoice(dst []byte) []byte {
 	for _, strings := range [2]bool{true, false} {
 		for i := range c.extras {
 			x := &c.extras[i]
-			if (x.kind == gjson.String) != strings {
+			if x.dropped || (x.kind == gjson.String) != strings {
 				continue
 			}
 			dst = append(dst, ',')
