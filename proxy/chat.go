@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -700,6 +701,10 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		rn.upstreamFailed()
 		return false
 	}
+	answer, length, ok := rn.decodedBody(ctx, resp, stream, upStart)
+	if !ok {
+		return false
+	}
 	if ct == "text/event-stream" {
 		// A stream counts as held from its first byte until it is
 		// released or refused: past post_model_call, through output and
@@ -710,7 +715,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 				s.opts.Metrics.HeldStreams(-1)
 			}
 		}()
-		t.held, t.completion, err = s.holdStream(resp.Body, rn.buffer)
+		t.held, t.completion, err = s.holdStream(answer, rn.buffer)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
 		if err == nil {
 			drainAfterDone(resp.Body, cancel)
@@ -720,16 +725,54 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			return false
 		}
 	} else {
-		t.completion, err = rn.readLent(io.LimitReader(resp.Body, s.opts.MaxBufferedResponseBytes+1), resp.ContentLength, s.opts.MaxBufferedResponseBytes)
+		t.completion, err = rn.readLent(io.LimitReader(answer, s.opts.MaxBufferedResponseBytes+1), length, s.opts.MaxBufferedResponseBytes)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
 			rn.bodyFailed(ctx, mc, t.completion, err)
+			return false
+		}
+		if e, ok := errorBody200(t.completion); ok {
+			// A 200 whose body is an error (OpenRouter and LiteLLM answer
+			// provider failures so): the upstream's failure, passed on as
+			// a stream's error event is, not a response to judge.
+			writeError(w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
+			rn.upstreamFailed()
 			return false
 		}
 	}
 	ok = rn.postModel(ctx, t, &mc)
 	t.counted = ok && t.held != nil
 	return ok
+}
+
+// decodedBody is the answer's body as the points read it, and its length
+// when known. The proxy asks for no coding (it drops Accept-Encoding), but
+// an upstream that gzips anyway is read through gzip (limits count the
+// decoded bytes); any other coding is refused, naming it, rather than
+// misread as a broken body.
+func (rn *run) decodedBody(ctx context.Context, resp *http.Response, stream bool, upStart time.Time) (io.Reader, int64, bool) {
+	ce := strings.TrimSpace(resp.Header.Get("Content-Encoding"))
+	var msg string
+	switch {
+	case ce == "" || strings.EqualFold(ce, "identity"):
+		return resp.Body, resp.ContentLength, true
+	case strings.EqualFold(ce, "gzip") || strings.EqualFold(ce, "x-gzip"):
+		zr, err := gzip.NewReader(resp.Body)
+		if err == nil {
+			return zr, -1, true
+		}
+		if ctx.Err() != nil {
+			rn.cancelled()
+			return nil, 0, false
+		}
+		msg = "upstream answered a gzip body that does not decode; nothing of it was released"
+	default:
+		msg = "upstream answered with Content-Encoding " + strconv.Quote(ce) + ", which hooksproxy does not decode; nothing of it was released"
+	}
+	rn.s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
+	rn.upstreamFailed()
+	return nil, 0, false
 }
 
 // preModel runs pre_model_call over body; when it returns false the answer
@@ -779,11 +822,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		if msg == "" {
 			msg = "upstream reported an error inside the stream"
 		}
-		code := any(nil)
-		if upErr.Code != "" {
-			code = upErr.Code
-		}
-		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
+		writeError(w, http.StatusBadGateway, "upstream_error", msg, upErr.code())
 		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
@@ -808,6 +847,37 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// Over max_buffered_response_bytes: the proxy cannot hold it.
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
 	}
+}
+
+// errorBody200 reads a json answer that carries a top-level error and no
+// choices as the upstream's error.
+func errorBody200(completion []byte) (*UpstreamStreamError, bool) {
+	var hasErr, hasChoices bool
+	points.ForEachMember(completion, func(name string, v []byte) bool {
+		switch name {
+		case "error":
+			hasErr = string(v) != "null"
+		case "choices":
+			hasChoices = true
+		}
+		return true
+	})
+	if !hasErr || hasChoices {
+		return nil, false
+	}
+	e := newUpstreamStreamError(0, completion)
+	if e.Message == "" {
+		e.Message = "upstream answered 200 with an error body"
+	}
+	return e, true
+}
+
+// code is the error's code for an OpenAI-shaped body, or nil.
+func (e *UpstreamStreamError) code() any {
+	if e.Code == "" {
+		return nil
+	}
+	return e.Code
 }
 
 // bodyFailed answers a json answer that could not be read whole, is not

@@ -251,6 +251,13 @@ func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
 			case err == io.EOF:
 				err = ErrMissingDone
 			case errors.Is(err, io.ErrUnexpectedEOF):
+				if last, ok := s.rd.Unclosed(); ok && last.Type == "" && string(last.Data) == "[DONE]" {
+					// "data: [DONE]" and its line break, then the server
+					// closed: every byte of the answer is here, and
+					// its end is not in doubt.
+					n += int64(len(last.Raw))
+					return n, s.Add(last)
+				}
 				err = fmt.Errorf("%w: %w", ErrMissingDone, err)
 			default:
 				err = fmt.Errorf("%w: %w", ErrStreamRead, err)

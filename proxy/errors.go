@@ -58,9 +58,11 @@ func writeBlocked(w http.ResponseWriter, res points.Result) {
 	if points.IsHostError(reason) {
 		status, typ = http.StatusServiceUnavailable, "agent_hooks_host_error"
 		msg = "Request failed closed by agent-hooks at " + string(rec.InterceptionPoint) + " (" + reason + ")."
-	} else if res.Verdict.Message != "" {
-		// The interceptor's own message is policy text, not payload; the
-		// record projection bounds it the same way.
+	}
+	if rec.Verdict.Message != "" {
+		// An interceptor's message is policy text, and a host error's the
+		// host's own payload-free detail ("response must carry exactly
+		// one choice"); the record projection bounds both the same way.
 		msg += " " + rec.Verdict.Message
 	}
 	if reason == "" {

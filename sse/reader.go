@@ -279,6 +279,24 @@ func (rd *Reader) Next() (Event, error) {
 	}
 }
 
+// Unclosed returns the block a stream ended in, after [Reader.Next]
+// reported io.ErrUnexpectedEOF because the stream ended after a complete
+// line without the blank line that dispatches it. A browser discards such
+// a block; a caller may still want to look at it (a proxy that accepts a
+// final "data: [DONE]" whose server closed without the blank line). It
+// reports false when the stream ended inside a line or had no data field.
+func (rd *Reader) Unclosed() (Event, bool) {
+	if !rd.eof || !errors.Is(rd.err, io.ErrUnexpectedEOF) || rd.pos < rd.end || !rd.hasData {
+		return Event{}, false
+	}
+	ev, ok := rd.dispatch()
+	if ok {
+		ev.Data = bytes.Clone(ev.Data)
+		ev.Raw = bytes.Clone(ev.Raw)
+	}
+	return ev, ok
+}
+
 // atEOF decides between a clean and a truncated end of stream.
 func (rd *Reader) atEOF() error {
 	if rd.pos < rd.end || rd.hasData {
