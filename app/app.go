@@ -79,6 +79,7 @@ func emitterWith(cfg *config.Config, opts Options, limits config.Limits) (*point
 	ec.Sink = opts.Sink
 	ec.Observer = opts.Observer
 	ec.Logger = opts.Logger
+	ec.Targets = proxy.WriteBack{}
 	ec.MaxContextBytes = int(limits.ContextBytes())
 	em, err := points.NewEmitter(ec)
 	if err != nil {

@@ -48,11 +48,26 @@ type Config struct {
 	Now func() time.Time
 	// Observer, when set, is told of every finished emission (metrics).
 	Observer Observer
+	// Targets, when set, says whether a transformed target can be applied
+	// to the action the host mediates (§4.3's write-back). It is asked
+	// inside the fold, so a transform the host could not apply is that
+	// emission's host_error:transform_invalid, short-circuiting like any
+	// transform that fails (§7.4), rather than a permitted record the host
+	// then cannot honour.
+	Targets TargetChecker
 	// Logger, when set, gets a warning for every interceptor call that
 	// failed closed (error, panic, timeout, invalid verdict), with the
 	// binding, point, reason and the failure's payload-free class, so an
 	// operator can find why a policy denies.
 	Logger *slog.Logger
+}
+
+// TargetChecker checks a transformed target against what the host can
+// write back at a point. original is the target the emission's context
+// carried, transformed the target after the transform; an error (whose
+// text is a payload-free detail for the record) refuses the transform.
+type TargetChecker interface {
+	CheckTarget(p Point, original, transformed []byte) error
 }
 
 // Observer is told about emissions and interceptor calls; it must be cheap.
@@ -367,11 +382,11 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			work = raw
 			switch e.cfg.Composition.Profile {
 			case ProfileFirstDeny:
-				out = e.firstDeny(ctx, p, bindings, &work)
+				out = e.firstDeny(ctx, p, bindings, raw, &work)
 			case ProfileRunAll:
-				out = e.runAll(ctx, p, bindings, &work)
+				out = e.runAll(ctx, p, bindings, raw, &work)
 			default:
-				out = e.parallel(ctx, p, bindings, &work)
+				out = e.parallel(ctx, p, bindings, raw, &work)
 			}
 		}
 	}
@@ -711,7 +726,7 @@ func withUnions(combined Verdict, pool []Verdict) Verdict {
 
 // fold applies (enforce) or validates (evaluate_only) one transform.
 // On failure it returns the substituted host-error deny.
-func (e *Emitter) fold(p Point, work *[]byte, v Verdict) (Verdict, bool) {
+func (e *Emitter) fold(p Point, raw []byte, work *[]byte, v Verdict) (Verdict, bool) {
 	if v.Transform == nil {
 		return hostError(ReasonTransformInvalid, ""), false
 	}
@@ -727,6 +742,14 @@ func (e *Emitter) fold(p Point, work *[]byte, v Verdict) (Verdict, bool) {
 			reason = te.Reason
 		}
 		return hostError(reason, v.Transform.Path), false
+	}
+	if e.cfg.Targets != nil {
+		// Checked in evaluate_only too: the record says whether the
+		// transform would have applied.
+		original := []byte(gjson.GetBytes(raw, "target").Raw)
+		if err := e.cfg.Targets.CheckTarget(p, original, applied); err != nil {
+			return hostError(ReasonTransformInvalid, err.Error()), false
+		}
 	}
 	if e.cfg.Mode != Enforce {
 		return v, true
@@ -773,7 +796,7 @@ func (e *Emitter) release(out *outcome) {
 	out.buf, out.verdicts = nil, nil
 }
 
-func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]byte) (o outcome) {
+func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, raw []byte, work *[]byte) (o outcome) {
 	n := len(bs)
 	resume := e.cfg.Composition.OnApproval == OnApprovalResume
 	// One buffer for both: per holds a verdict per binding, pool those
@@ -809,7 +832,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 			}
 			resolvedBy, consultedIdx = "approval", i
 			if sub.Decision == DecisionTransform {
-				folded, ok := e.fold(p, work, sub)
+				folded, ok := e.fold(p, raw, work, sub)
 				if !ok {
 					return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 				}
@@ -824,7 +847,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 				last, lastIdx = &s, i
 			}
 		case DecisionTransform:
-			folded, ok := e.fold(p, work, v)
+			folded, ok := e.fold(p, raw, work, v)
 			if !ok {
 				return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 			}
@@ -843,12 +866,12 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, work *[]
 	return o
 }
 
-func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, raw []byte, work *[]byte) outcome {
 	all := make([]Verdict, 0, len(bs))
 	for i, b := range bs {
 		v := e.call(ctx, p, b, *work)
 		if v.Decision == DecisionTransform {
-			folded, ok := e.fold(p, work, v)
+			folded, ok := e.fold(p, raw, work, v)
 			all = append(all, folded)
 			if !ok {
 				// §7.4: a transform that fails to apply short-circuits,
@@ -859,10 +882,10 @@ func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, work *[]byt
 		}
 		all = append(all, v)
 	}
-	return e.aggregate(ctx, p, all, true, work)
+	return e.aggregate(ctx, p, all, true, raw, work)
 }
 
-func (e *Emitter) parallel(ctx context.Context, p Point, bs []Binding, work *[]byte) outcome {
+func (e *Emitter) parallel(ctx context.Context, p Point, bs []Binding, raw []byte, work *[]byte) outcome {
 	snapshot := *work
 	all := make([]Verdict, 0, len(bs))
 	for _, b := range bs {
@@ -879,14 +902,14 @@ func (e *Emitter) parallel(ctx context.Context, p Point, bs []Binding, work *[]b
 		if unanimous {
 			return outcome{combined: withUnions(Allow(), all), verdicts: all}
 		}
-		combined, rb := e.synthesize(ctx, p, work, ReasonCompositionDisagreement, "non-unanimous outcome under parallel/unanimous", e.cfg.Composition.OnDisagreement, all)
+		combined, rb := e.synthesize(ctx, p, raw, work, ReasonCompositionDisagreement, "non-unanimous outcome under parallel/unanimous", e.cfg.Composition.OnDisagreement, all)
 		return outcome{combined: combined, verdicts: all, resolvedBy: rb}
 	}
-	return e.aggregate(ctx, p, all, false, work)
+	return e.aggregate(ctx, p, all, false, raw, work)
 }
 
 // aggregate is the severity-max aggregation shared by run_all and strictest.
-func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequential bool, work *[]byte) outcome {
+func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequential bool, raw []byte, work *[]byte) outcome {
 	max := 0
 	for _, v := range all {
 		if s := severity(v); s > max {
@@ -900,7 +923,7 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 		}
 	}
 	if max == 1 && len(top) >= 2 && !sequential {
-		combined, rb := e.synthesize(ctx, p, work, ReasonTransformConflict, "conflicting transforms", e.cfg.Composition.OnTransformConflict, all)
+		combined, rb := e.synthesize(ctx, p, raw, work, ReasonTransformConflict, "conflicting transforms", e.cfg.Composition.OnTransformConflict, all)
 		return outcome{combined: combined, verdicts: all, resolvedBy: rb}
 	}
 	w := top[0]
@@ -924,7 +947,7 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 			return o
 		}
 		if sub.Decision == DecisionTransform {
-			folded, ok := e.fold(p, work, sub)
+			folded, ok := e.fold(p, raw, work, sub)
 			if !ok {
 				return outcome{combined: folded, decidedBy: idx(w), verdicts: all, resolvedBy: "approval"}
 			}
@@ -933,7 +956,7 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 		return outcome{combined: withUnions(sub, append(append([]Verdict(nil), all...), sub)), decidedBy: idx(w), verdicts: all, resolvedBy: "approval"}
 	case DecisionTransform:
 		if !sequential {
-			folded, ok := e.fold(p, work, winner)
+			folded, ok := e.fold(p, raw, work, winner)
 			if !ok {
 				return outcome{combined: folded, verdicts: all}
 			}
@@ -945,7 +968,7 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 }
 
 // synthesize handles the §7.5 "deny" | "approval" knobs.
-func (e *Emitter) synthesize(ctx context.Context, p Point, work *[]byte, reason Reason, detail, policy string, pool []Verdict) (Verdict, string) {
+func (e *Emitter) synthesize(ctx context.Context, p Point, raw []byte, work *[]byte, reason Reason, detail, policy string, pool []Verdict) (Verdict, string) {
 	if policy != SynthApproval {
 		return withUnions(hostError(reason, detail), pool), ""
 	}
@@ -959,7 +982,7 @@ func (e *Emitter) synthesize(ctx context.Context, p Point, work *[]byte, reason 
 		return withUnions(sub, pool), "rejection"
 	}
 	if sub.Decision == DecisionTransform {
-		folded, ok := e.fold(p, work, sub)
+		folded, ok := e.fold(p, raw, work, sub)
 		if !ok {
 			return folded, "approval"
 		}

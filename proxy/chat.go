@@ -388,6 +388,18 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input write-back failed")
 					return nil, false
 				}
+				if r := res.Target().Get("role"); r.Str != in.role {
+					// WriteBack let only user and system through.
+					role, ok := chatRole(r)
+					if !ok {
+						rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input role has no chat message form")
+						return nil, false
+					}
+					if body, err = sjson.SetBytes(body, "messages."+strconv.Itoa(in.index)+".role", role); err != nil {
+						rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input write-back failed")
+						return nil, false
+					}
+				}
 			}
 		}
 	}

@@ -1,0 +1,91 @@
+package points
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// refuseNumbers refuses an output whose content is not a string.
+type refuseNumbers struct{ calls atomic.Int32 }
+
+func (r *refuseNumbers) CheckTarget(p Point, original, transformed []byte) error {
+	r.calls.Add(1)
+	if p == Output && string(transformed) != `{"content":"masked"}` {
+		return errors.New("content has no wire form")
+	}
+	return nil
+}
+
+// A transform the host cannot write back is refused inside the fold
+// (§7.4): one record, host_error:transform_invalid, the next interceptor
+// and the approver never asked.
+func TestTargetCheckerRefusesInsideTheFold(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		value string
+		mode  Mode
+		want  Decision
+	}{
+		{"refused", `42`, Enforce, DecisionDeny},
+		{"accepted", `"masked"`, Enforce, DecisionAllow}, // the escalation is approved
+		{"refused in evaluate_only", `42`, EvaluateOnly, DecisionDeny},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var later, asked atomic.Int32
+			checker := &refuseNumbers{}
+			sink := NewMemorySink(0)
+			em, err := NewEmitter(Config{
+				Mode: tc.mode, Identity: JCSSHA256(), Sink: sink, Targets: checker,
+				Bindings: []Binding{
+					{Name: "xf", Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) {
+						return Replace("$target.content", json.RawMessage(tc.value)), nil
+					})},
+					{Name: "ask", Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) {
+						later.Add(1)
+						return Escalate("ask", ""), nil
+					})},
+				},
+				Resolver: ResolverFunc(func(_ context.Context, req ApprovalRequest) (ApprovalResolution, error) {
+					asked.Add(1)
+					return ApprovalResolution{Outcome: OutcomeApprove, ContextIdentity: req.ContextIdentity, Verdict: json.RawMessage(`{"decision":"allow"}`)}, nil
+				}),
+				ResolverTimeout: time.Minute,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewSession(Agent{ID: "a", Framework: "f"}, "s1")
+			res := em.Emit(context.Background(), s, OutputEvent(json.RawMessage(`"secret"`)))
+			recs := sink.Records()
+			if len(recs) != 1 || checker.calls.Load() != 1 {
+				t.Fatalf("%d records, %d checks", len(recs), checker.calls.Load())
+			}
+			r := recs[0]
+			if r.Verdict.Decision != tc.want {
+				t.Fatalf("record verdict %+v, want %s", r.Verdict, tc.want)
+			}
+			if tc.want == DecisionAllow {
+				if later.Load() != 1 || asked.Load() != 1 || !res.Proceed {
+					t.Fatalf("later %d asked %d proceed %v", later.Load(), asked.Load(), res.Proceed)
+				}
+				return
+			}
+			if r.Verdict.Reason != string(ReasonTransformInvalid) || r.Verdict.Message != "content has no wire form" {
+				t.Fatalf("record verdict %+v", r.Verdict)
+			}
+			if later.Load() != 0 || asked.Load() != 0 {
+				t.Fatalf("after the refused transform: later interceptor %d, approver %d", later.Load(), asked.Load())
+			}
+			if r.FoldTruncated == nil || !*r.FoldTruncated {
+				t.Fatalf("fold_truncated %v", r.FoldTruncated)
+			}
+			if tc.mode == Enforce && res.Proceed {
+				t.Fatal("a refused transform proceeded")
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// Every transform the records call applied reaches the action (§4.3), and
+// one the chat wire has no form for is refused in its own emission: one
+// record, host_error:transform_invalid, no second record for the point.
+func TestTransformsAreAppliedOrRefusedInTheirEmission(t *testing.T) {
+	const toolJSON = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_a","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+	for _, tc := range []struct {
+		name   string
+		p      points.Point
+		answer string
+		path   string
+		value  string
+		status int
+		check  func(t *testing.T, sent string, body []byte)
+	}{
+		{"input role to system", points.Input, plainCompletion, "$target.role", `"system"`, 200,
+			func(t *testing.T, sent string, _ []byte) {
+				if r := gjson.Get(sent, "messages.0.role").Str; r != "system" {
+					t.Fatalf("upstream got role %q", r)
+				}
+			}},
+		{"input role to external", points.Input, plainCompletion, "$target.role", `"external"`, 503, nil},
+		{"input content to a number", points.Input, plainCompletion, "$target.content", `42`, 503, nil},
+		{"finish_reason to a number", points.PostModelCall, plainCompletion, "$target.finish_reason", `7`, 503, nil},
+		{"finish_reason to length", points.PostModelCall, plainCompletion, "$target.finish_reason", `"length"`, 200,
+			func(t *testing.T, _ string, body []byte) {
+				if fr := gjson.GetBytes(body, "choices.0.finish_reason").Str; fr != "length" {
+					t.Fatalf("client got finish_reason %q", fr)
+				}
+			}},
+		{"tool call without an id", points.PostModelCall, toolJSON, "$target.tool_calls", `[{"name":"get_weather","args":{}}]`, 503, nil},
+		{"output content to an array", points.Output, plainCompletion, "$target.content", `["a"]`, 503, nil},
+		{"messages to a string", points.PreModelCall, plainCompletion, "$target", `"hi"`, 503, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, got := upstream(t, tc.answer, false, 0)
+			xf := at(tc.p, "xf", func(*points.Context) (points.Verdict, error) {
+				return points.Replace(tc.path, json.RawMessage(tc.value)), nil
+			})
+			p := newProxy(t, up.URL, xf, allowAll())
+			resp, body := post(t, p.URL, hello)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			var n int
+			var last *points.Record
+			for _, r := range p.sink.Records() {
+				if r.InterceptionPoint == tc.p {
+					n++
+					last = r
+				}
+			}
+			if tc.status != 200 {
+				if gjson.GetBytes(body, "error.code").Str != string(points.ReasonTransformInvalid) {
+					t.Fatalf("body %s", body)
+				}
+				if n != 1 || last.Verdict.Reason != string(points.ReasonTransformInvalid) || last.DecidedBy != nil {
+					t.Fatalf("%d %s records, last %+v", n, tc.p, last)
+				}
+				if tc.p == points.Input && len(*got) != 0 {
+					t.Fatalf("the upstream was called: %s", strings.Join(*got, "\n"))
+				}
+				return
+			}
+			if n != 1 || last.Verdict.Decision != points.DecisionTransform {
+				t.Fatalf("%d %s records, last %+v", n, tc.p, last)
+			}
+			tc.check(t, (*got)[0], body)
+		})
+	}
+}
+
+func TestWriteBackCheckTarget(t *testing.T) {
+	for _, tc := range []struct {
+		p                     points.Point
+		original, transformed string
+		ok                    bool
+	}{
+		{points.PreToolCall, `{}`, `{"path":"/tmp"}`, true},
+		{points.PreToolCall, `{}`, `"rm -rf /"`, false},
+		{points.PostToolCall, `"r"`, `42`, true},
+		{points.Input, `{"content":[{"type":"text","text":"a"}],"role":"user"}`, `{"content":[{"type":"text","text":"b"}],"role":"user"}`, true},
+		{points.Input, `{"content":"a","role":"user"}`, `{"content":null,"role":"user"}`, false},
+		{points.Input, `{"content":"a","role":"external"}`, `{"content":"b","role":"external"}`, true},
+		{points.Output, `{"content":"a"}`, `{"content":null}`, true},
+		{points.Output, `{"content":"a"}`, `{}`, false},
+		{points.PostModelCall, `{"content":"a","tool_calls":[],"finish_reason":"stop"}`, `{"content":"b","tool_calls":[],"finish_reason":"stop"}`, true},
+		{points.PostModelCall, `{"content":"a","tool_calls":[],"finish_reason":"stop"}`, `{"content":"b","tool_calls":[{"id":"x","name":"n","args":"{}"}],"finish_reason":"stop"}`, false},
+		{points.PreModelCall, `[{"role":"user","content":"a"}]`, `[{"content":"a"}]`, false},
+	} {
+		err := WriteBack{}.CheckTarget(tc.p, []byte(tc.original), []byte(tc.transformed))
+		if (err == nil) != tc.ok {
+			t.Errorf("%s %s -> %s: %v, want ok=%v", tc.p, tc.original, tc.transformed, err, tc.ok)
+		}
+	}
+}
