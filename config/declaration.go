@@ -556,15 +556,20 @@ func (c *fieldCheck) enum(v *jval, p string, allowed []string) {
 	}
 }
 
-// intOrNull checks an integer in lo..hi, or null. An integer is what JSON
-// Schema 2020-12 calls one (the schema's "type": "integer"): 5000.0 and
-// 5e3 are 5000.
+// intOrNull checks an integer in lo..hi, or null. §7.7.3: integers are
+// written without a fraction or an exponent (5000, not 5000.0 or 5e3), and
+// the loader refuses the other forms even where a schema validator would
+// take them.
 func (c *fieldCheck) intOrNull(v *jval, p string, lo, hi uint64) {
 	if v == nil || v.k == jNull {
 		return
 	}
 	if v.k == jNum {
-		if n, ok := integerLiteral(v.s); ok && n >= lo && n <= hi {
+		if n, ok := uintLiteral(v.s); ok && n >= lo && n <= hi {
+			return
+		}
+		if strings.ContainsAny(v.s, ".eE") {
+			c.bad(p, "must be written as an integer, without a fraction or an exponent (%d to %d), or null", lo, hi)
 			return
 		}
 	}
@@ -1020,7 +1025,7 @@ func intOrNullValue(v *jval) (n *uint64, present bool) {
 	if v.k == jNull {
 		return nil, true
 	}
-	x, _ := integerLiteral(v.s)
+	x, _ := uintLiteral(v.s)
 	return &x, true
 }
 

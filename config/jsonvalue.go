@@ -101,42 +101,6 @@ func uintLiteral(lit string) (uint64, bool) {
 	return n, true
 }
 
-// integerLiteral reads a JSON number literal that is a non-negative
-// integer in JSON Schema's sense (2020-12: any number with a zero
-// fractional part), so 5000, 5000.0 and 5e3 are all 5000; 5000.5, a
-// negative number or one beyond uint64 is not. No big arithmetic: the
-// exponent only moves the decimal point.
-func integerLiteral(lit string) (uint64, bool) {
-	if n, ok := uintLiteral(lit); ok {
-		return n, true
-	}
-	mant, exp := lit, 0
-	if i := strings.IndexAny(lit, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+"))
-		if err != nil {
-			return 0, false
-		}
-		mant, exp = lit[:i], e
-	}
-	intPart, frac, dot := strings.Cut(mant, ".")
-	digits := strings.TrimLeft(intPart+frac, "0")
-	if !isDigits(intPart) || intPart == "" || !isDigits(frac) || (dot && frac == "") {
-		return 0, false
-	}
-	// value = digits × 10^(exp - len(frac))
-	shift := exp - len(frac)
-	for shift < 0 && strings.HasSuffix(digits, "0") {
-		digits, shift = digits[:len(digits)-1], shift+1
-	}
-	switch {
-	case digits == "":
-		return 0, true
-	case shift < 0, len(digits)+shift > 20:
-		return 0, false
-	}
-	return uintLiteral(digits + strings.Repeat("0", shift))
-}
-
 func isDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
