@@ -146,10 +146,11 @@ func TestStartupCutWaiterIsNotDenied(t *testing.T) {
 	}
 }
 
-// A new named session's agent_startup cut by its client leaving ends the
-// session as cancelled, on the host API and the chat path alike (both run
-// Server.startup).
-func TestStartupCutEndsCancelled(t *testing.T) {
+// A new named session's agent_startup cut by its client leaving is
+// recorded as a deny (host_error:interceptor_failed, "cancelled"), and
+// §6.1a asks for agent_shutdown{error} after a denied startup, on the host
+// API and the chat path alike (both run Server.startup).
+func TestStartupCutEndsError(t *testing.T) {
 	up, _ := upstream(t, plainCompletion, false, 0)
 	for _, tc := range []struct {
 		name, sid, path, body string
@@ -176,8 +177,8 @@ func TestStartupCutEndsCancelled(t *testing.T) {
 			cancel()
 			<-done
 			waitFor(t, "agent_shutdown", func() bool { return len(rs.of(tc.sid)) > 0 })
-			if got := rs.of(tc.sid); len(got) != 1 || got[0] != "cancelled" {
-				t.Errorf("startup cut by the client leaving: agent_shutdown %v, want [cancelled]", got)
+			if got := rs.of(tc.sid); len(got) != 1 || got[0] != "error" {
+				t.Errorf("startup cut by the client leaving: agent_shutdown %v, want [error]", got)
 			}
 		})
 	}

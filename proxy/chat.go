@@ -161,8 +161,8 @@ func (s *Server) tellClosing(w http.ResponseWriter) {
 
 // startup runs the agent_startup of a session this request created and
 // wakes the requests waiting on it. A deny answers the request and ends the
-// session; a startup cut by the request ending (its client left, or Close)
-// ends it cancelled and marks it startCut, so waiters answer
+// session (agent_shutdown{error}); a startup cut by the request ending (its
+// client left, or Close) is marked startCut, so waiters answer
 // session_ending rather than a deny. It reports whether the session
 // started.
 func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.Emitter, sess *session, tools []string) bool {
@@ -175,15 +175,15 @@ func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.
 	if res.Proceed {
 		return true
 	}
-	reason := "error"
 	if gone {
 		s.tellClosing(w)
-		reason = "cancelled"
 	} else {
 		writeBlocked(w, res)
 	}
-	if s.sessions.end(sess, reason) {
-		s.shutdown(ctx, em, sess, reason)
+	// §6.1a: after a combined deny at agent_startup the shutdown's reason
+	// is error, also when the deny records a startup its caller cut short.
+	if s.sessions.end(sess, "error") {
+		s.shutdown(ctx, em, sess, "error")
 	}
 	return false
 }
