@@ -80,6 +80,7 @@ func emitterWith(cfg *config.Config, opts Options, limits config.Limits) (*point
 	ec.Observer = opts.Observer
 	ec.Logger = opts.Logger
 	ec.Targets = proxy.WriteBack{}
+	ec.HostMembers = cfg.Records.HostMembers
 	ec.MaxContextBytes = int(limits.ContextBytes())
 	em, err := points.NewEmitter(ec)
 	if err != nil {
@@ -89,6 +90,13 @@ func emitterWith(cfg *config.Config, opts Options, limits config.Limits) (*point
 		bo.BindingsLoaded(ec.Bindings)
 	}
 	return em, nil
+}
+
+// sinkOf is the part of records that the sink, built at start, uses;
+// host_members is the emitter's, which a reload rebuilds.
+func sinkOf(r config.Records) config.Records {
+	r.HostMembers = false
+	return r
 }
 
 // BindingsObserver is told of the bindings each loaded configuration
@@ -180,7 +188,7 @@ func (a *App) Reload() error {
 			a.cfg = cfg
 			a.mu.Unlock()
 			a.Server.Apply(em, settingsOf(cfg, a.opts))
-			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics || old.Records != cfg.Records {
+			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics || sinkOf(old.Records) != sinkOf(cfg.Records) {
 				a.log.Warn("config reloaded; listen, upstream, sessions, limits, metrics and records changes apply only after a restart")
 			}
 			warns := cfg.Warnings

@@ -134,6 +134,9 @@ type Records struct {
 	MaxBytes int64
 	// MaxBackups is how many rotated files to keep; 0 keeps all.
 	MaxBackups int
+	// HostMembers adds request_id and http_request_id to every record
+	// (members the spec's closed record schema does not list).
+	HostMembers bool
 }
 
 // Metrics configures the Prometheus endpoint.
@@ -978,6 +981,8 @@ func (p *parser) records(n *yaml.Node, path string, r *Records) {
 			}
 		case "fsync":
 			r.Fsync, _ = p.boolean(v, path)
+		case "host_members":
+			r.HostMembers, _ = p.boolean(v, path)
 		case "max_bytes":
 			if x, ok := p.size(v, path, true); ok {
 				r.MaxBytes = x

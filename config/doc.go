@@ -53,6 +53,7 @@
 //	  fsync: false
 //	  max_bytes: 0                    rotate at this size; 0 never rotates
 //	  max_backups: 0                  rotated files kept; 0 keeps all
+//	  host_members: false             true adds request_id and http_request_id
 //	metrics: {path: /metrics}         not /healthz, /readyz, /v1/..., /agent-hooks/...
 //	                                  nor a path a passthrough entry covers
 //	admin: {token_env: HOOKSPROXY_ADMIN_TOKEN}

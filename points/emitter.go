@@ -44,6 +44,10 @@ type Config struct {
 	// Declaration is the host declaration version the emitter was built
 	// from; it is copied onto records when set.
 	Declaration string
+	// HostMembers adds request_id and http_request_id to records: host
+	// members beside the spec's, which the record schema (closed,
+	// additionalProperties false) does not list, so they are opt-in.
+	HostMembers bool
 	// Now is the clock; nil is time.Now.
 	Now func() time.Time
 	// Observer, when set, is told of every finished emission (metrics).
@@ -302,7 +306,9 @@ func (e *Emitter) hostFailure(ctx context.Context, p Point, sid string, seq int6
 		IdentityProvider: e.providerName, SessionID: sid, Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
-		HTTPRequestID: RequestIDFrom(ctx),
+	}
+	if e.cfg.HostMembers {
+		rec.HTTPRequestID = RequestIDFrom(ctx)
 	}
 	e.deliver(rec, start)
 	return Result{Record: rec, Verdict: v, Proceed: e.cfg.Mode == EvaluateOnly}
@@ -429,12 +435,15 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
-		InterceptorsRegistered: len(bindings), HTTPRequestID: RequestIDFrom(ctx),
+		InterceptorsRegistered: len(bindings),
 	}
-	if facts != nil {
-		rec.RequestID = modelCallID(facts.ev)
-	} else if p == PreModelCall || p == PostModelCall {
-		rec.RequestID = gjson.GetBytes(raw, "request_id").Str
+	if e.cfg.HostMembers {
+		rec.HTTPRequestID = RequestIDFrom(ctx)
+		if facts != nil {
+			rec.RequestID = modelCallID(facts.ev)
+		} else if p == PreModelCall || p == PostModelCall {
+			rec.RequestID = gjson.GetBytes(raw, "request_id").Str
+		}
 	}
 	if facts == nil {
 		facts = &envelopeFacts{sessionID: gjson.GetBytes(raw, "session.id").Str, sequence: -1,
@@ -1147,7 +1156,9 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
-		RequestID: modelCallID(ev), HTTPRequestID: RequestIDFrom(ctx),
+	}
+	if e.cfg.HostMembers {
+		rec.RequestID, rec.HTTPRequestID = modelCallID(ev), RequestIDFrom(ctx)
 	}
 	if e.cfg.Identity != nil && ValidateEnvelope(raw) == nil && CheckEncoding(raw, e.cfg.MaxDepth) == nil {
 		if id, err := e.identity(raw); err == nil {

@@ -151,11 +151,12 @@ type Record struct {
 	InterceptorsRegistered int              `json:"interceptors_registered"`
 	// RequestID is the context's request_id at pre_model_call and
 	// post_model_call, the id that pairs the two records of one model call
-	// (a host extension beside the spec's members); empty elsewhere.
+	// (a host member beside the spec's, set with Config.HostMembers);
+	// empty elsewhere.
 	RequestID string `json:"request_id,omitempty"`
 	// HTTPRequestID is the host's id of the HTTP request that caused the
-	// emission (a host extension, for joining records with access logs);
-	// empty when the host set none.
+	// emission (a host member, for joining records with access logs, set
+	// with Config.HostMembers); empty when the host set none.
 	HTTPRequestID string `json:"http_request_id,omitempty"`
 }
 

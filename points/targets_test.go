@@ -89,3 +89,25 @@ func TestTargetCheckerRefusesInsideTheFold(t *testing.T) {
 		})
 	}
 }
+
+// Records carry request_id and http_request_id only with HostMembers: the
+// record schema is closed.
+func TestHostMembersOptIn(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		sink := NewMemorySink(0)
+		em, err := NewEmitter(Config{Identity: JCSSHA256(), Sink: sink, HostMembers: on, Bindings: []Binding{{Name: "a",
+			Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Allow(), nil })}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := NewSession(Agent{ID: "a", Framework: "f"}, "s1")
+		ctx := WithRequestID(context.Background(), "hpr_1")
+		em.Emit(ctx, s, PreModelCallEvent("m", json.RawMessage(`[]`)).With("request_id", json.RawMessage(`"req_1"`)))
+		em.EmitHostDeny(ctx, s, PostModelCallEvent("m", json.RawMessage(`{"content":null,"tool_calls":[],"finish_reason":"stream_incomplete"}`)).With("request_id", json.RawMessage(`"req_1"`)), ReasonStreamingUnsupported, "")
+		for _, r := range sink.Records() {
+			if got := r.RequestID != "" && r.HTTPRequestID != ""; got != on {
+				t.Fatalf("HostMembers %v: %s record request_id %q http_request_id %q", on, r.InterceptionPoint, r.RequestID, r.HTTPRequestID)
+			}
+		}
+	}
+}

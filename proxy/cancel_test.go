@@ -76,7 +76,7 @@ func blockAt(p points.Point, entered chan struct{}) points.Binding {
 func lrServer(t *testing.T, up string, opts Options, bindings ...points.Binding) (*Server, *httptest.Server, *points.MemorySink) {
 	t.Helper()
 	sink := points.NewMemorySink(0)
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink})
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink, HostMembers: true})
 	if err != nil {
 		t.Fatal(err)
 	}

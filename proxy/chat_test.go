@@ -90,7 +90,7 @@ type testProxy struct {
 
 func newProxy(t testing.TB, up string, bindings ...points.Binding) *testProxy {
 	sink := points.NewMemorySink(0)
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink, Targets: WriteBack{}})
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink, Targets: WriteBack{}, HostMembers: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -254,7 +254,7 @@ const stressAdmin = "stress-admin-token"
 
 func newStressProxy(t testing.TB, up string, opts Options, bindings ...points.Binding) *stressProxy {
 	sink := fanSink{mem: points.NewMemorySink(0), ring: audit.NewRing(200000)}
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink})
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink, HostMembers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1136,7 +1136,7 @@ func TestStressShutdownWhileHeld(t *testing.T) {
 	}))
 	defer up.Close()
 	sink := fanSink{mem: points.NewMemorySink(0), ring: audit.NewRing(0)}
-	em, _ := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{stressPolicy(0)}, Sink: sink})
+	em, _ := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{stressPolicy(0)}, Sink: sink, HostMembers: true})
 	u, _ := url.Parse(up.URL)
 	s := New(Options{Upstream: u, Emitter: em})
 	s.Start()
@@ -1273,7 +1273,7 @@ func TestStressApplyMidRequestKeepsToolSeam(t *testing.T) {
 		done <- p.chat(context.Background(), stressBody("danger", false), "X-Agent-Hooks-Session", "seam-reload")
 	}()
 	<-entered
-	em2, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{stressPolicy(0)}, Sink: p.sink})
+	em2, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{stressPolicy(0)}, Sink: p.sink, HostMembers: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func seqUpstream(t *testing.T, answers ...string) (*httptest.Server, func() []st
 
 func seamProxy(t *testing.T, up string, bindings ...points.Binding) *testProxy {
 	sink := points.NewMemorySink(0)
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink})
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: bindings, Sink: sink, HostMembers: true})
 	if err != nil {
 		t.Fatal(err)
 	}
