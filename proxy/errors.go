@@ -37,10 +37,16 @@ func writeError(w http.ResponseWriter, status int, typ, message string, code any
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
+	writeRawJSON(w, status, b)
+}
+
+// writeRawJSON answers b, which is JSON.
+func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(b) // b may be shared (a remembered answer): not appended to
+	_, _ = w.Write([]byte{'\n'})
 }
 
 // writeBlocked answers a blocking verdict: 403 for a policy deny, 503 for a

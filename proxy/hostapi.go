@@ -272,24 +272,55 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	value := []byte(orNull(body.Get("result").Raw))
+	var sum [32]byte
+	h := sha256.New()
+	h.Write(value)
+	h.Write([]byte{byte(isErrV.Type)})
+	h.Sum(sum[:0])
 	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isErrV.Type == gjson.True, nil)
 	if !ran {
+		if already {
+			sess.mu.Lock()
+			var again []byte
+			if tc := sess.tools[cid]; tc != nil && tc.hostAnswer != nil && tc.hostSum == sum {
+				again = tc.hostAnswer
+			}
+			sess.mu.Unlock()
+			if again != nil {
+				// The same post retried: its verdict, not a second emission.
+				writeRawJSON(w, http.StatusOK, again)
+				return
+			}
+		}
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {
-			msg = "post_tool_call already ran for this id"
+			msg = "post_tool_call already ran for this id with another result"
 		}
 		writeError(w, http.StatusConflict, "invalid_request_error", msg, "tool_call_state")
 		return
 	}
+	var answer map[string]any
 	if !res.Proceed {
-		s.toolSeamBlocked(w, r, pol, sess, res, controlError(points.PostToolCall, res.Verdict))
-		return
+		control := controlError(points.PostToolCall, res.Verdict)
+		if terminates(pol.st, *res) {
+			s.toolSeamBlocked(w, r, pol, sess, res, control)
+			return
+		}
+		answer = map[string]any{"proceed": false, "control_error": control}
+	} else {
+		result := json.RawMessage(value)
+		if res.Transformed {
+			result = json.RawMessage(res.Target().Raw)
+		}
+		answer = map[string]any{"proceed": true, "result": result}
 	}
-	result := json.RawMessage(value)
-	if res.Transformed {
-		result = json.RawMessage(res.Target().Raw)
+	b, _ := json.Marshal(answer)
+	sess.mu.Lock()
+	if tc := sess.tools[cid]; tc != nil {
+		tc.hostAnswer, tc.hostSum = b, sum
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"proceed": true, "result": result})
+	sess.mu.Unlock()
+	writeRawJSON(w, http.StatusOK, b)
 }
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {

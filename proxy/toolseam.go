@@ -25,6 +25,11 @@ type toolCall struct {
 	control json.RawMessage // control error when withheld
 	// post_tool_call outcome.
 	postDone bool
+	// hostAnswer is the host API's answer to the post that ran, kept with
+	// the SHA-256 of the result it was asked about, so that the same post
+	// retried (its answer lost) is answered again instead of refused.
+	hostAnswer []byte
+	hostSum    [32]byte
 	// result is the content the model gets for this call: the control
 	// error of a blocked pre or post, or the result post_tool_call
 	// permitted (after its transform). A role:tool message that says

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -103,5 +105,47 @@ func TestWriteBackCheckTarget(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s %s -> %s: %v, want ok=%v", tc.p, tc.original, tc.transformed, err, tc.ok)
 		}
+	}
+}
+
+// A host API post retried with the same result (its answer lost) gets the
+// same answer and no second post_tool_call; another result for the id is
+// refused.
+func TestHostPostRetryAnswersAgain(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	mask := at(points.PostToolCall, "mask", func(c *points.Context) (points.Verdict, error) {
+		return points.Replace("$target", json.RawMessage(`"[masked]"`)), nil
+	})
+	p := newProxy(t, up.URL, mask, allowAll())
+	base := p.URL + "/agent-hooks/v1/sessions/retry-1/tool-calls/c1/"
+	postBody := func(path, body string) (int, string) {
+		t.Helper()
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := postBody("pre", `{"name":"fetch","args":{}}`); st != 200 {
+		t.Fatalf("pre: %d %s", st, b)
+	}
+	st1, b1 := postBody("post", `{"name":"fetch","args":{},"result":"secret"}`)
+	st2, b2 := postBody("post", `{"name":"fetch","args":{},"result":"secret"}`)
+	if st1 != 200 || st2 != 200 || b1 != b2 || gjson.Get(b1, "result").Str != "[masked]" {
+		t.Fatalf("first %d %s, retry %d %s", st1, b1, st2, b2)
+	}
+	if st, b := postBody("post", `{"name":"fetch","args":{},"result":"other"}`); st != 409 || gjson.Get(b, "error.code").Str != "tool_call_state" {
+		t.Fatalf("another result: %d %s", st, b)
+	}
+	n := 0
+	for _, r := range p.sink.Records() {
+		if r.InterceptionPoint == points.PostToolCall {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d post_tool_call records", n)
 	}
 }
