@@ -270,6 +270,7 @@ func (e *Emitter) EmitIn(ctx context.Context, s *Session, ev Event, lend func(n 
 	if !e.lends[ev.Point] {
 		lend = nil
 	}
+	ev = withTrace(ctx, ev, s)
 	raw, err := s.build(ev, seq, now, lend)
 	if err != nil {
 		return e.hostFailure(ctx, ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
@@ -307,6 +308,7 @@ func (e *Emitter) hostFailure(ctx context.Context, p Point, sid string, seq int6
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
 	}
+	rec.Trace = traceRecord(ctx)
 	if e.cfg.HostMembers {
 		rec.HTTPRequestID = RequestIDFrom(ctx)
 	}
@@ -1144,6 +1146,7 @@ func sameIdentity(a, b *string) bool {
 // host_error:streaming_unsupported). The action never proceeds.
 func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason Reason, detail string) Result {
 	start := time.Now()
+	ev = withTrace(ctx, ev, s)
 	seq := s.nextSequence()
 	now := e.cfg.Now()
 	raw, err := s.build(ev, seq, now, nil)
@@ -1156,6 +1159,9 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
+	}
+	if tr := traceOf(ev, s); tr.IsObject() {
+		rec.Trace = &Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}
 	}
 	if e.cfg.HostMembers {
 		rec.RequestID, rec.HTTPRequestID = modelCallID(ev), RequestIDFrom(ctx)

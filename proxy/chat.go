@@ -248,7 +248,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}()
 	rn := &run{s: s, em: em, pol: pol, sess: sess, w: w, r: r}
 	defer rn.free() // after every later defer; the session release above makes fresh contexts only
-	ctx := points.WithRequestID(r.Context(), reqID)
+	ctx := withTraceparent(points.WithRequestID(r.Context(), reqID), r.Header)
 	rn.r = r.WithContext(ctx)
 	w.Header().Set("X-Agent-Hooks-Session", sess.ps.ID())
 	if h := s.opts.SessionHeader; !strings.EqualFold(h, "X-Agent-Hooks-Session") {

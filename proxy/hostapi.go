@@ -174,7 +174,7 @@ func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, pol *po
 }
 
 func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
-	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
+	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
 	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return
@@ -236,7 +236,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
-	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
+	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
 	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return
@@ -324,7 +324,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
-	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
+	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
 	body, ok := hostBodyOr(w, r, 1<<16, "{}")
 	if !ok {
 		return
