@@ -1085,10 +1085,13 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	}
 	tc, pos := c.tool(i), i
 	if tc != nil && id.Type == gjson.String && id.Str != "" && len(tc.id) > 0 && string(tc.id) != id.Raw &&
-		len(tc.name) > 0 && fn.IsObject() && fn.Get("name").Str != "" {
-		// A head with another id and a name at a taken index is another
-		// call (Ollama sends every parallel call at index 0); merged, two
-		// calls would be judged as one the model never made.
+		len(tc.name) > 0 && fn.IsObject() && fn.Get("name").Str != "" && completeArgs(tc.args) {
+		// A head with another id and a name at a taken index, after a call
+		// whose arguments are complete, is another call (Ollama sends each
+		// parallel call whole, all at index 0); merged, two calls would be
+		// judged as one the model never made. A server that renames the
+		// id on every fragment leaves the arguments incomplete until the
+		// last one, and is merged as before.
 		tc, pos = nil, c.maxToolIndex()+1
 		a.irregular = true
 	}
@@ -1128,6 +1131,16 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		return addFunctionDelta(tc, fn, "tool call function", repeat)
 	}
 	return ""
+}
+
+// completeArgs reports whether escaped arguments (a JSON string's inside)
+// hold a whole JSON value.
+func completeArgs(escaped []byte) bool {
+	if len(escaped) == 0 {
+		return false
+	}
+	v := gjson.Parse(`"` + string(escaped) + `"`)
+	return v.Type == gjson.String && gjson.Valid(v.Str)
 }
 
 // tool is the call that deltas at wire index i extend: the last one

@@ -65,10 +65,12 @@ func writeBlocked(w http.ResponseWriter, res points.Result) {
 		status, typ = http.StatusServiceUnavailable, "agent_hooks_host_error"
 		msg = "Request failed closed by agent-hooks at " + string(rec.InterceptionPoint) + " (" + reason + ")."
 	}
-	if rec.Verdict.Message != "" {
+	if rec.Verdict.Message != "" && reason != string(points.ReasonContextInvalid) {
 		// An interceptor's message is policy text, and a host error's the
 		// host's own payload-free detail ("response must carry exactly
 		// one choice"); the record projection bounds both the same way.
+		// context_invalid's detail names a path, whose member names may
+		// come from a model answer not released: it stays on the record.
 		msg += " " + rec.Verdict.Message
 	}
 	if reason == "" {

@@ -272,29 +272,25 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	value := []byte(orNull(body.Get("result").Raw))
+	isError := isErrV.Type == gjson.True
 	var sum [32]byte
 	h := sha256.New()
 	h.Write(value)
-	h.Write([]byte{byte(isErrV.Type)})
+	if isError {
+		h.Write([]byte{1})
+	}
 	h.Sum(sum[:0])
-	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isErrV.Type == gjson.True, nil)
+	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isError, nil, &sum)
 	if !ran {
+		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {
-			sess.mu.Lock()
-			var again []byte
-			if tc := sess.tools[cid]; tc != nil && tc.hostAnswer != nil && tc.hostSum == sum {
-				again = tc.hostAnswer
-			}
-			sess.mu.Unlock()
+			again, why := s.postAgain(r.Context(), sess, cid, sum)
 			if again != nil {
 				// The same post retried: its verdict, not a second emission.
 				writeRawJSON(w, http.StatusOK, again)
 				return
 			}
-		}
-		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
-		if already {
-			msg = "post_tool_call already ran for this id with another result"
+			msg = why
 		}
 		writeError(w, http.StatusConflict, "invalid_request_error", msg, "tool_call_state")
 		return
@@ -303,6 +299,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	if !res.Proceed {
 		control := controlError(points.PostToolCall, res.Verdict)
 		if terminates(pol.st, *res) {
+			s.posted(sess, cid, nil) // the session ends: nothing to answer again
 			s.toolSeamBlocked(w, r, pol, sess, res, control)
 			return
 		}
@@ -315,12 +312,48 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		answer = map[string]any{"proceed": true, "result": result}
 	}
 	b, _ := json.Marshal(answer)
-	sess.mu.Lock()
-	if tc := sess.tools[cid]; tc != nil {
-		tc.hostAnswer, tc.hostSum = b, sum
-	}
-	sess.mu.Unlock()
+	s.posted(sess, cid, b)
 	writeRawJSON(w, http.StatusOK, b)
+}
+
+// posted keeps a host post's answer for its retries and wakes those
+// waiting for it.
+func (s *Server) posted(sess *session, cid string, answer []byte) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if tc := sess.tools[cid]; tc != nil && tc.posted != nil && !tc.hostDone {
+		tc.hostAnswer, tc.hostDone = answer, true
+		close(tc.posted)
+	}
+}
+
+// postAgain is the answer to a host post for an id whose post already ran:
+// the first post's answer when this one carries the same result (waiting
+// for it while the first still decides), or nil and why it is refused.
+func (s *Server) postAgain(ctx context.Context, sess *session, cid string, sum [32]byte) ([]byte, string) {
+	sess.mu.Lock()
+	tc := sess.tools[cid]
+	if tc == nil || !tc.hostPost {
+		sess.mu.Unlock()
+		return nil, "post_tool_call already ran for this id, from the tool message the agent sent"
+	}
+	if tc.hostSum != sum {
+		sess.mu.Unlock()
+		return nil, "post_tool_call already ran for this id with another result"
+	}
+	posted := tc.posted
+	sess.mu.Unlock()
+	select {
+	case <-posted:
+	case <-ctx.Done():
+		return nil, "post_tool_call for this id is still deciding"
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if tc.hostAnswer == nil {
+		return nil, "post_tool_call for this id blocked and ended the session"
+	}
+	return tc.hostAnswer, ""
 }
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {

@@ -26,10 +26,15 @@ type toolCall struct {
 	// post_tool_call outcome.
 	postDone bool
 	// hostAnswer is the host API's answer to the post that ran, kept with
-	// the SHA-256 of the result it was asked about, so that the same post
-	// retried (its answer lost) is answered again instead of refused.
+	// the SHA-256 of the result it was asked about (hostSum, set as the
+	// post starts, with hostPost true), so that the same post retried (its
+	// answer lost, or given up on while an approval waited) is answered
+	// again instead of refused; posted is closed once hostAnswer is set.
 	hostAnswer []byte
 	hostSum    [32]byte
+	hostPost   bool
+	hostDone   bool
+	posted     chan struct{}
 	// result is the content the model gets for this call: the control
 	// error of a blocked pre or post, or the result post_tool_call
 	// permitted (after its transform). A role:tool message that says
@@ -143,7 +148,7 @@ type seenCall struct {
 // (already tells which). With seen set, a result for an id the session
 // does not know is adopted: the call is remembered as seen and its post
 // emitted, since nothing shows that the result was ever judged.
-func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool, seen *seenCall) (res *points.Result, ran, already bool) {
+func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool, seen *seenCall, hostSum *[32]byte) (res *points.Result, ran, already bool) {
 	sess.mu.Lock()
 	tc := sess.tools[id]
 	if tc == nil && seen != nil {
@@ -169,6 +174,9 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		return nil, false, already
 	}
 	tc.postDone = true
+	if hostSum != nil {
+		tc.hostSum, tc.hostPost, tc.posted = *hostSum, true, make(chan struct{})
+	}
 	name, args := tc.name, tc.args
 	sess.mu.Unlock()
 	r := em.Emit(ctx, sess.ps, points.PostToolCallEvent(id, name, args, value, isError))
@@ -394,7 +402,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			if c, ok := calls[id]; ok && !s.judgedHere(em, sess, id, c, m.content) {
 				seen = &c
 			}
-			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen)
+			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen, nil)
 			if ran && !res.Proceed && terminates(pol.st, *res) {
 				first = res
 				break

@@ -192,3 +192,22 @@ func TestChangingDeltaFieldIsDropped(t *testing.T) {
 		t.Fatalf("client reads %q", text.String())
 	}
 }
+
+// A server that sends a new id with every fragment of one call (and its
+// name again) has one call, not one per fragment.
+func TestFragmentsWithNewIDsStayOneCall(t *testing.T) {
+	head := chunk(`{"role":"assistant","content":null}`, "")
+	stream := head +
+		toolChunk(`{"index":0,"id":"a1","type":"function","function":{"name":"f","arguments":"{\"x\""}}`) +
+		toolChunk(`{"index":0,"id":"a2","function":{"name":"f","arguments":":1}"}}`) +
+		chunk(`{}`, "tool_calls") + "data: [DONE]\n\n"
+	up, _ := upstream(t, stream, true, 1<<20)
+	p := newProxy(t, up.URL, allowAll())
+	resp, body := post(t, p.URL, helloStream)
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d %s", resp.StatusCode, body)
+	}
+	if got := mergeByIndex(t, body); len(got) != 1 || got[0].name != "f" || got[0].args != `{"x":1}` {
+		t.Fatalf("calls %v", got)
+	}
+}

@@ -30,6 +30,11 @@ func (WriteBack) CheckTarget(p points.Point, original, transformed []byte) error
 			return errors.New("input transform value has no chat message form")
 		}
 		if r := t.Get("role"); r.Raw != o.Get("role").Raw {
+			if o.Get("role").Str == "external" {
+				// The message is an assistant's or a tool's: as a user or
+				// system message it would keep members those cannot have.
+				return errors.New("an external input's role cannot be rewritten")
+			}
 			if _, ok := chatRole(r); !ok {
 				return errors.New("input role has no chat message form (user or system)")
 			}
@@ -59,13 +64,17 @@ func (WriteBack) CheckTarget(p points.Point, original, transformed []byte) error
 			return errors.New("response tool_calls must be an array")
 		default:
 			var err error
+			// The envelope's rules (an answer may carry a call without an
+			// id, or with an empty name, and the proxy releases it so),
+			// which is what the wire's tool_calls can take.
 			calls.ForEach(func(_, c gjson.Result) bool {
+				id := c.Get("id")
 				switch {
 				case !c.IsObject():
 					err = errors.New("a response tool call must be an object")
-				case c.Get("id").Type != gjson.String || c.Get("id").Str == "":
-					err = errors.New("a response tool call must keep a string id")
-				case c.Get("name").Type != gjson.String || c.Get("name").Str == "":
+				case id.Exists() && id.Type != gjson.String && id.Type != gjson.Null:
+					err = errors.New("a response tool call's id must be a string")
+				case c.Get("name").Type != gjson.String:
 					err = errors.New("a response tool call must keep a string name")
 				case !c.Get("args").IsObject():
 					err = errors.New("a response tool call's args must be an object")

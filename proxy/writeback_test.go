@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -41,7 +42,15 @@ func TestTransformsAreAppliedOrRefusedInTheirEmission(t *testing.T) {
 					t.Fatalf("client got finish_reason %q", fr)
 				}
 			}},
-		{"tool call without an id", points.PostModelCall, toolJSON, "$target.tool_calls", `[{"name":"get_weather","args":{}}]`, 503, nil},
+		{"tool call args to a string", points.PostModelCall, toolJSON, "$target.tool_calls", `[{"id":"call_a","name":"get_weather","args":"{}"}]`, 503, nil},
+		{"content masked beside an id-less call", points.PostModelCall,
+			`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"secret","tool_calls":[{"type":"function","function":{"name":"get_weather","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+			"$target.content", `"masked"`, 200,
+			func(t *testing.T, _ string, body []byte) {
+				if c := gjson.GetBytes(body, "choices.0.message.content").Str; c != "masked" {
+					t.Fatalf("client got %q", c)
+				}
+			}},
 		{"output content to an array", points.Output, plainCompletion, "$target.content", `["a"]`, 503, nil},
 		{"messages to a string", points.PreModelCall, plainCompletion, "$target", `"hi"`, 503, nil},
 	} {
@@ -95,6 +104,7 @@ func TestWriteBackCheckTarget(t *testing.T) {
 		{points.Input, `{"content":[{"type":"text","text":"a"}],"role":"user"}`, `{"content":[{"type":"text","text":"b"}],"role":"user"}`, true},
 		{points.Input, `{"content":"a","role":"user"}`, `{"content":null,"role":"user"}`, false},
 		{points.Input, `{"content":"a","role":"external"}`, `{"content":"b","role":"external"}`, true},
+		{points.Input, `{"content":"a","role":"external"}`, `{"content":"a","role":"user"}`, false},
 		{points.Output, `{"content":"a"}`, `{"content":null}`, true},
 		{points.Output, `{"content":"a"}`, `{}`, false},
 		{points.PostModelCall, `{"content":"a","tool_calls":[],"finish_reason":"stop"}`, `{"content":"b","tool_calls":[],"finish_reason":"stop"}`, true},
@@ -147,5 +157,54 @@ func TestHostPostRetryAnswersAgain(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d post_tool_call records", n)
+	}
+}
+
+// A retry that arrives while the first post still decides waits for its
+// answer rather than being refused.
+func TestHostPostRetryWhileDeciding(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	entered, release := make(chan struct{}), make(chan struct{})
+	slow := at(points.PostToolCall, "slow", func(c *points.Context) (points.Verdict, error) {
+		close(entered)
+		<-release
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, slow, allowAll())
+	base := p.URL + "/agent-hooks/v1/sessions/retry-2/tool-calls/c1/"
+	do := func(path, body string) (int, string) {
+		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if st, b := do("pre", `{"name":"fetch","args":{}}`); st != 200 {
+		t.Fatalf("pre: %d %s", st, b)
+	}
+	type answer struct {
+		st int
+		b  string
+	}
+	first, retry := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		st, b := do("post", `{"name":"fetch","args":{},"result":"r","is_error":false}`)
+		first <- answer{st, b}
+	}()
+	<-entered
+	go func() { st, b := do("post", `{"name":"fetch","args":{},"result":"r"}`); retry <- answer{st, b} }()
+	select {
+	case a := <-retry:
+		// Refused at once (409) was the defect; nothing may answer
+		// before the first post's verdict.
+		t.Fatalf("retry answered while the first post decided: %d %s", a.st, a.b)
+	case <-time.After(100 * time.Millisecond): // room for the retry to arrive
+	}
+	close(release)
+	a1, a2 := <-first, <-retry
+	if a1.st != 200 || a2.st != 200 || a1.b != a2.b {
+		t.Fatalf("first %d %s, retry %d %s", a1.st, a1.b, a2.st, a2.b)
 	}
 }
