@@ -66,7 +66,7 @@ func appendRecord(b []byte, r *points.Record) ([]byte, bool) {
 	w.optStr("on_transform_conflict", c.OnTransformConflict)
 	w.b = append(w.b, '}')
 	w.optStr("declaration", r.Declaration)
-	if len(r.Verdicts) > 0 {
+	if r.Verdicts != nil {
 		w.b = append(w.b, `,"verdicts":[`...)
 		for i, s := range r.Verdicts {
 			if i > 0 {

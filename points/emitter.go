@@ -307,6 +307,7 @@ func (e *Emitter) hostFailure(ctx context.Context, p Point, sid string, seq int6
 		IdentityProvider: e.providerName, SessionID: sid, Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[p]),
+		Verdicts: e.noVerdicts(),
 	}
 	rec.Trace = traceRecord(ctx)
 	if e.cfg.HostMembers {
@@ -461,6 +462,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			rec.Trace = &t
 		}
 	}
+	rec.Verdicts = e.noVerdicts()
 	if len(out.verdicts) > 0 {
 		rec.Verdicts = make([]VerdictSummary, len(out.verdicts))
 		for i, v := range out.verdicts {
@@ -504,6 +506,16 @@ func errorClass(err error) string {
 		return de.Error()
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// noVerdicts is a record's verdicts when no interceptor gave one: the
+// record schema requires the member under the multi-verdict profiles
+// (sequential/run_all, parallel/*), so there it is empty, not absent.
+func (e *Emitter) noVerdicts() []VerdictSummary {
+	if e.cfg.Composition.Profile == ProfileFirstDeny {
+		return nil
+	}
+	return []VerdictSummary{}
 }
 
 func (e *Emitter) deliver(r *Record, start time.Time) {
@@ -1159,6 +1171,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
+		Verdicts: e.noVerdicts(),
 	}
 	if tr := traceOf(ev, s); tr.IsObject() {
 		rec.Trace = &Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}

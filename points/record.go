@@ -145,7 +145,7 @@ type Record struct {
 	DecidedBy              *int             `json:"decided_by"`
 	Composition            Composition      `json:"composition"`
 	Declaration            string           `json:"declaration,omitempty"`
-	Verdicts               []VerdictSummary `json:"verdicts,omitempty"`
+	Verdicts               []VerdictSummary `json:"verdicts,omitzero"` // [] (not nil) where the profile requires it
 	FoldTruncated          *bool            `json:"fold_truncated,omitempty"`
 	ResolvedBy             string           `json:"resolved_by,omitempty"`
 	InterceptorsRegistered int              `json:"interceptors_registered"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,6 +108,29 @@ func TestHostMembersOptIn(t *testing.T) {
 		for _, r := range sink.Records() {
 			if got := r.RequestID != "" && r.HTTPRequestID != ""; got != on {
 				t.Fatalf("HostMembers %v: %s record request_id %q http_request_id %q", on, r.InterceptionPoint, r.RequestID, r.HTTPRequestID)
+			}
+		}
+	}
+}
+
+// Under the multi-verdict profiles the record schema requires verdicts:
+// an emission no interceptor answered records an empty list, not none.
+func TestRecordVerdictsRequiredUnderMultiVerdictProfiles(t *testing.T) {
+	for _, profile := range []string{ProfileFirstDeny, ProfileRunAll} {
+		sink := NewMemorySink(0)
+		em, err := NewEmitter(Config{Identity: JCSSHA256(), Sink: sink, Composition: Composition{Profile: profile},
+			Bindings: []Binding{{Name: "a", At: []Point{Output}, Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Allow(), nil })}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := NewSession(Agent{ID: "a", Framework: "f"}, "s1")
+		em.Emit(context.Background(), s, InputEvent(json.RawMessage(`"hi"`), "user")) // no binding: no_interceptor
+		em.EmitHostDeny(context.Background(), s, OutputEvent(json.RawMessage(`"x"`)), ReasonStreamingUnsupported, "")
+		for _, r := range sink.Records() {
+			b, _ := json.Marshal(r)
+			has := strings.Contains(string(b), `"verdicts":[]`)
+			if has != (profile != ProfileFirstDeny) {
+				t.Fatalf("%s %s record: %s", profile, r.InterceptionPoint, b)
 			}
 		}
 	}
