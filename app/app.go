@@ -44,8 +44,11 @@ type App struct {
 	Server *proxy.Server
 	log    *slog.Logger
 	// limits are the ones the server started with, in force until a
-	// restart; reloading serializes Reload.
+	// restart; reloading serializes Reload. started is the config the
+	// process started with: what reloads cannot change is compared to it,
+	// so every reload that still differs there says so.
 	limits    config.Limits
+	started   *config.Config
 	reloading sync.Mutex
 }
 
@@ -145,7 +148,7 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 		Metrics:                  opts.ProxyMetrics,
 		Emitter:                  em,
 	})
-	return &App{opts: opts, path: path, cfg: cfg, Server: srv, log: opts.Logger, limits: cfg.Limits}, nil
+	return &App{opts: opts, path: path, cfg: cfg, started: cfg, Server: srv, log: opts.Logger, limits: cfg.Limits}, nil
 }
 
 // settingsOf is what of cfg a reload applies to a running server.
@@ -184,10 +187,10 @@ func (a *App) Reload() error {
 		var em *points.Emitter
 		if em, err = emitterWith(cfg, a.opts, a.limits); err == nil {
 			a.mu.Lock()
-			old := a.cfg
 			a.cfg = cfg
 			a.mu.Unlock()
 			a.Server.Apply(em, settingsOf(cfg, a.opts))
+			old := a.started
 			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics || sinkOf(old.Records) != sinkOf(cfg.Records) {
 				a.log.Warn("config reloaded; listen, upstream, sessions, limits, metrics and records changes apply only after a restart")
 			}

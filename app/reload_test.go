@@ -352,13 +352,18 @@ func TestReloadSaysRecordsNeedARestart(t *testing.T) {
 	a := loadApp(t, path, app.Options{Logger: log})
 	defer a.Server.Close()
 	writeAtomic(t, path, reloadConfig(up.URL, "v1", "")+"records: {file: "+filepath.Join(t.TempDir(), "r.jsonl")+"}\n")
-	if err := a.Reload(); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !strings.Contains(logs.String(), "records changes apply only after a restart") {
-		t.Errorf("log:\n%s", logs.String())
+	// Twice: the second reload still runs the sink the process started
+	// with, so it says so again.
+	for i := range 2 {
+		if err := a.Reload(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		n := strings.Count(logs.String(), "records changes apply only after a restart")
+		mu.Unlock()
+		if n != i+1 {
+			t.Fatalf("reload %d: %d warnings in\n%s", i+1, n, logs.String())
+		}
 	}
 }
 
