@@ -205,6 +205,8 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		ps.add(err)
 		if ac.Path == "" {
 			ps.add(cfgErr(at+".path", "required"))
+		} else if msg := argPathProblem(ac.Path); msg != "" {
+			ps.add(cfgErr(at+".path", "%s", msg))
 		}
 		if ac.Regex == nil && ac.NotRegex == nil {
 			ps.add(cfgErr(at, "needs regex or not_regex"))
@@ -325,6 +327,7 @@ func (t *Tools) check(name string, args gjson.Result) toolFinding {
 }
 
 func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
+	raw := rawArguments(args)
 	for i, r := range t.args {
 		if !r.tool.match(name) {
 			continue
@@ -332,6 +335,13 @@ func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 		bad := func(what string) (toolFinding, bool) {
 			return toolFinding{outcome: toolArgs, reason: r.reason, message: r.message,
 				detail: fmt.Sprintf("argument at args[%d].path %s", i, what)}, true
+		}
+		if raw {
+			// Arguments that are not a JSON object (cut short, or
+			// single-quoted) have no path to check, and a lenient parser
+			// on the agent's side may still read one: a constraint that
+			// cannot be checked denies.
+			return bad("cannot be checked: the arguments are not a JSON object")
 		}
 		v := args.Get(r.path)
 		if !v.Exists() {
@@ -346,8 +356,15 @@ func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 		}
 		for _, x := range vals {
 			s := x.Raw
-			if x.Type == gjson.String {
+			switch {
+			case x.Type == gjson.String:
 				s = x.Str
+			default:
+				// Numbers and containers in their canonical JSON form, so
+				// that 5e3 and 5000.0 are matched as the 5000 a tool reads.
+				if c, err := points.CanonicalJSON([]byte(x.Raw)); err == nil {
+					s = string(c)
+				}
 			}
 			if r.re != nil && !r.re.MatchString(s) {
 				return bad("does not match args[" + fmt.Sprint(i) + "].regex")
@@ -358,6 +375,38 @@ func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 		}
 	}
 	return toolFinding{}, false
+}
+
+// rawArguments reports whether args is the contract's stand-in for
+// arguments that are not a JSON object: {"raw_arguments": "<text>"}.
+func rawArguments(args gjson.Result) bool {
+	if !args.IsObject() {
+		return args.Exists()
+	}
+	n, raw := 0, false
+	args.ForEach(func(k, v gjson.Result) bool {
+		n++
+		raw = k.Str == "raw_arguments" && v.Type == gjson.String
+		return n < 2
+	})
+	return n == 1 && raw
+}
+
+// argPathProblem checks an args path: member names joined by dots, with
+// array indexes as numbers ("files.0") and # for every element; gjson's
+// other syntax (wildcards, queries, modifiers) and brackets are refused
+// rather than left to match nothing.
+func argPathProblem(path string) string {
+	for _, seg := range strings.Split(path, ".") {
+		switch {
+		case seg == "":
+			return "has an empty segment (use names joined by single dots)"
+		case seg == "#":
+		case strings.ContainsAny(seg, "[]|@*?!=<>%#\\\"'"):
+			return fmt.Sprintf("segment %q is not a member name, an index or #; write array indexes as numbers (files.0, not files[0])", seg)
+		}
+	}
+	return ""
 }
 
 func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {

@@ -1,0 +1,43 @@
+package interceptors
+
+import (
+	"strings"
+	"testing"
+)
+
+// Argument rules fail closed where they cannot look (arguments that are
+// not an object), read numbers as the tool does, and refuse path syntax
+// that would match nothing.
+func TestToolsArgsEdges(t *testing.T) {
+	const cfg = `{"args": [
+	  {"tool": "read_*", "path": "path", "not_regex": "\\.\\.", "reason": "path_traversal"},
+	  {"tool": "pay", "path": "amount", "not_regex": "^[0-9]{4,}", "reason": "too_much"},
+	  {"tool": "copy", "path": "files.0", "not_regex": "\\.\\."}
+	]}`
+	ic := build(t, KindTools, cfg)
+	for _, tc := range []struct {
+		name, tool, args, want string
+	}{
+		{"truncated arguments", "read_file", `{"raw_arguments":"{\"path\":\"../../etc/passwd\""}`, "deny path_traversal"},
+		{"single-quoted arguments", "read_file", `{"raw_arguments":"{'path': '../x'}"}`, "deny path_traversal"},
+		{"raw arguments, no rule for the tool", "search", `{"raw_arguments":"{\"q\":"}`, "allow"},
+		{"raw_arguments beside other members is an object", "read_file", `{"raw_arguments":"x","path":"/ok"}`, "allow"},
+		{"exponent", "pay", `{"amount":5e3}`, "deny too_much"},
+		{"fraction", "pay", `{"amount":5000.0}`, "deny too_much"},
+		{"small", "pay", `{"amount":50}`, "allow"},
+		{"index path", "copy", `{"files":["../x","b"]}`, "deny tool_args_violation"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := run(t, ic, preTool(t, tc.tool, tc.args))
+			if got := verdictSummary(v); got != tc.want {
+				t.Fatalf("verdict %q (%s), want %q", got, v.Message, tc.want)
+			}
+		})
+	}
+	for _, path := range []string{"files[0]", "a..b", "a.", "a|b", "@this", "a.*", `x["y"]`} {
+		_, err := kind(t, KindTools).New("b1", []byte(`{"args":[{"path":`+quoteJSON(path)+`,"regex":"x"}]}`), Env{})
+		if err == nil || !strings.Contains(err.Error(), "args[0].path") {
+			t.Errorf("path %q: %v", path, err)
+		}
+	}
+}
