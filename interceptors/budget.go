@@ -79,6 +79,14 @@ func (c *lru) get(key string, now time.Time) *counters {
 	return &ent.c
 }
 
+// peek returns the counters of key, or nil, without touching the order.
+func (c *lru) peek(key string) *counters {
+	if e, ok := c.m[key]; ok {
+		return &e.Value.(*lruEntry).c
+	}
+	return nil
+}
+
 func (c *lru) remove(key string) {
 	if e, ok := c.m[key]; ok {
 		c.l.Remove(e)
@@ -305,6 +313,48 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 		}
 	}
 	return points.Allow(), nil
+}
+
+// Denied takes back a call the budget counted at pre_model_call or
+// pre_tool_call when the emission's action did not proceed: a later
+// binding denied it (or an approver rejected it), so it was never made
+// (points.DenialObserver). Counting at once and taking back, rather than
+// counting after the outcome, keeps concurrent calls on one session from
+// passing a limit together.
+func (b *Budget) Denied(c *points.Context, own points.Verdict) {
+	p := c.Point()
+	if !own.Decision.Permits() || (p != points.PreModelCall && p != points.PreToolCall) {
+		return
+	}
+	var agent, session []byte
+	points.ForEachMember(c.Raw(), func(name string, v []byte) bool {
+		switch name {
+		case "agent":
+			agent = v
+		case "session":
+			session = v
+		}
+		return agent == nil || session == nil
+	})
+	agentID := gjson.Get(bytesView(agent), "id").Str
+	sessKey := agentID + "\x00" + gjson.Get(bytesView(session), "id").Str
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	take := func(cs *counters) {
+		switch {
+		case cs == nil:
+		case p == points.PreModelCall && cs.modelCalls > 0:
+			cs.modelCalls--
+		case p == points.PreToolCall && cs.toolCalls > 0:
+			cs.toolCalls--
+		}
+	}
+	if b.session {
+		take(b.sessions.peek(sessKey))
+	}
+	if b.agent {
+		take(b.agents.peek(agentID))
+	}
 }
 
 func (b *Budget) deny(scope, name, max string) points.Verdict {

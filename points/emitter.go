@@ -95,6 +95,9 @@ type Emitter struct {
 	// shared bytes from another goroutine, which could outlive the
 	// emission after a timeout.
 	lends map[Point]bool
+	// observed says, per point, whether a binding there is a
+	// DenialObserver.
+	observed map[Point]bool
 	// workers runs calls that do not run inline (goPool).
 	workers *goPool
 	// providerName is shared by every record (read-only), not allocated
@@ -153,12 +156,16 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 		}
 	}
 	e.lends = make(map[Point]bool)
+	e.observed = make(map[Point]bool)
 	for _, p := range AllPoints() {
 		lends := true
 		for _, b := range cfg.Bindings {
 			if b.boundAt(p) {
 				e.byPoint[p] = append(e.byPoint[p], b)
 				lends = lends && !sharedOffThread(b.Interceptor)
+				if _, ok := b.Interceptor.(DenialObserver); ok {
+					e.observed[p] = true
+				}
 			}
 		}
 		e.lends[p] = lends
@@ -469,6 +476,9 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			rec.Verdicts[i] = VerdictSummary{Index: i, Decision: v.Decision, Reason: v.Reason, Name: bindings[i].Name}
 		}
 	}
+	if e.observed[p] && len(out.verdicts) > 0 && !rec.Proceeds() {
+		e.tellDenied(p, bindings, raw, out.verdicts)
+	}
 	e.release(&out)
 	e.deliver(rec, start)
 
@@ -506,6 +516,21 @@ func errorClass(err error) string {
 		return de.Error()
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// tellDenied tells the invoked bindings that observe denials and permitted
+// the action that it does not proceed. A panic there is the interceptor's
+// own and changes nothing: the decision is made.
+func (e *Emitter) tellDenied(p Point, bindings []Binding, raw []byte, verdicts []Verdict) {
+	c := &Context{raw: raw, point: p}
+	for i, v := range verdicts {
+		if o, ok := bindings[i].Interceptor.(DenialObserver); ok && v.Decision.Permits() {
+			func() {
+				defer func() { _ = recover() }()
+				o.Denied(c, v)
+			}()
+		}
+	}
 }
 
 // noVerdicts is a record's verdicts when no interceptor gave one: the

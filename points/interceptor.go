@@ -17,6 +17,17 @@ type Interceptor interface {
 	Intercept(ctx context.Context, c *Context) (Verdict, error)
 }
 
+// DenialObserver is implemented by interceptors that keep state across
+// emissions, such as a budget that counts calls: when an emission in which
+// it permitted the action ends with the action not proceeding (a later
+// binding denied it, an approver rejected it), the emitter tells it, so
+// that it can take back what it counted for a call that was never made.
+// c is the emission's context as dispatched, valid only during the call,
+// which must be quick; it changes no decision.
+type DenialObserver interface {
+	Denied(c *Context, own Verdict)
+}
+
 // ContextSharer is implemented by interceptors that only ever read their
 // context. The emitter then hands them the shared, never-written bytes
 // instead of a private copy: isolation (§7) holds because nobody writes
