@@ -760,6 +760,12 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 	if reason != "" {
 		return bad(reason)
 	}
+	if seen&ckID == 0 || !choices.IsArray() {
+		// openai-go's accumulator drops a chunk whose id differs from the
+		// first one's, a missing id included; npm openai's final
+		// completion iterates choices and fails on null.
+		a.irregular = true
+	}
 	if usage.IsObject() {
 		a.usage = appendCompact(a.usage[:0], usage.Raw)
 		a.cur.ok = false
@@ -886,6 +892,12 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 		var ok bool
 		if i, ok = jsonIndex(idx); !ok || i < 0 {
 			return bad("choice index is not a small non-negative integer")
+		}
+		if i != 0 {
+			// A request has one choice (n is 1): a server that numbers
+			// it otherwise leaves openai-go's choices[0] empty;
+			// re-derived, it is choice 0 (appendCompletion).
+			a.irregular = true
 		}
 	}
 	switch {
@@ -1071,7 +1083,12 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		if i, ok = jsonIndex(idx); !ok {
 			return "tool call index is not a small integer"
 		}
-		i = max(i, 0) // openai-go clamps -1, which some servers send
+		if i < 0 {
+			// openai-go clamps -1, which some servers send; npm openai
+			// stores the call under "-1" and loses it.
+			a.irregular = true
+			i = 0
+		}
 	}
 	switch {
 	case id.Exists() && id.Type != gjson.Null && id.Type != gjson.String:
@@ -1100,6 +1117,13 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 			return reasonTooManySlots
 		}
 		a.slots++
+		if i != len(c.tools) {
+			// Indexes that skip (0, 2) or come out of order: openai-go
+			// fills the hole with an empty call and npm openai's final
+			// completion fails on it; re-derived, calls are numbered
+			// from 0 in order.
+			a.irregular = true
+		}
 		c.tools = append(c.tools, toolAcc{index: pos, wire: i})
 		tc = &c.tools[len(c.tools)-1]
 	}
@@ -1115,9 +1139,11 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 		}
 		tc.typ = append(tc.typ[:0], typ.Raw...)
 		c.typed = i
-	} else if c.typed != i {
-		// langchaingo would append this delta to another call than the
-		// one its index names (interleaved calls, a head without a type).
+	} else if c.typed != i || !fn.IsObject() || fn.Get("arguments").Str == "" {
+		// langchaingo appends an untyped delta's arguments to the call it
+		// opened last, whatever the index (interleaved calls, a head
+		// without a type), and takes an untyped delta without arguments
+		// for a new call (an empty fragment, {"index":0} alone).
 		a.irregular = true
 	}
 	if fn.IsObject() {
@@ -1267,6 +1293,9 @@ func (a *chatAcc) appendCompletion(dst []byte) []byte {
 	dst = appendOr(dst, a.model, `""`)
 	dst = append(dst, `,"choices":[`...)
 	slices.SortStableFunc(a.choices, func(x, y choiceAcc) int { return x.index - y.index })
+	if len(a.choices) == 1 {
+		a.choices[0].index = 0 // the one choice a request asks for (n is 1)
+	}
 	for i := range a.choices {
 		if i > 0 {
 			dst = append(dst, ',')

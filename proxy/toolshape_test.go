@@ -58,18 +58,38 @@ func mergeByIndex(t *testing.T, body []byte) []call {
 	return out
 }
 
-// mergeByType reads tool calls as langchaingo does: a delta with a type
-// opens a call, any other is appended to the call opened last.
+// mergeByType reads tool calls as langchaingo v0.1.14's updateToolCalls
+// does: a delta without a type and with arguments is appended to the call
+// opened last; any other delta opens a call.
 func mergeByType(t *testing.T, body []byte) []call {
 	var out []call
 	for _, d := range toolDeltas(t, body) {
-		if d.Get("type").Str != "" || len(out) == 0 {
-			out = append(out, call{id: d.Get("id").Str, name: d.Get("function.name").Str, args: d.Get("function.arguments").Str})
+		args := d.Get("function.arguments").Str
+		if d.Get("type").Str == "" && args != "" {
+			if len(out) > 0 {
+				out[len(out)-1].args += args
+			}
 			continue
 		}
-		out[len(out)-1].args += d.Get("function.arguments").Str
+		out = append(out, call{id: d.Get("id").Str, name: d.Get("function.name").Str, args: args})
 	}
 	return out
+}
+
+// denseIndexes reports whether the body's tool call deltas number their
+// calls 0, 1, ... in order of first appearance (npm openai's final
+// completion fails on a hole, openai-go fills it with an empty call).
+func denseIndexes(t *testing.T, body []byte) bool {
+	next := int64(0)
+	for _, d := range toolDeltas(t, body) {
+		switch i := d.Get("index").Int(); {
+		case i == next:
+			next++
+		case i > next || i < 0:
+			return false
+		}
+	}
+	return true
 }
 
 func toolChunk(deltas string) string {
@@ -111,6 +131,25 @@ func TestIrregularToolStreamsReadAlike(t *testing.T) {
 			toolChunk(`{"id":"c0","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}`) +
 			toolChunk(`{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}}`) + tail,
 			[]call{{"c0", "get_weather", `{"city":"Paris"}`}, {"c1", "get_weather", `{"city":"Rome"}`}}},
+		{"empty fragment after the arguments", head +
+			toolChunk(`{"index":0,"id":"c0","type":"function","function":{"name":"delete_files","arguments":""}}`) +
+			toolChunk(`{"index":0,"function":{"arguments":"{\"path\":\"/tmp/ok\"}"}}`) +
+			toolChunk(`{"index":0,"function":{"arguments":""}}`) + tail,
+			[]call{{"c0", "delete_files", `{"path":"/tmp/ok"}`}}},
+		{"index alone", head +
+			toolChunk(`{"index":0,"id":"c0","type":"function","function":{"name":"f","arguments":"{}"}}`) +
+			toolChunk(`{"index":0}`) + tail,
+			[]call{{"c0", "f", "{}"}}},
+		{"sparse indexes", head +
+			toolChunk(`{"index":0,"id":"c0","type":"function","function":{"name":"a","arguments":"{}"}}`) +
+			toolChunk(`{"index":2,"id":"c2","type":"function","function":{"name":"b","arguments":"{}"}}`) + tail,
+			[]call{{"c0", "a", "{}"}, {"c2", "b", "{}"}}},
+		{"one call at index 1", head +
+			toolChunk(`{"index":1,"id":"c1","type":"function","function":{"name":"a","arguments":"{}"}}`) + tail,
+			[]call{{"c1", "a", "{}"}}},
+		{"index -1", head +
+			toolChunk(`{"index":-1,"id":"c0","type":"function","function":{"name":"a","arguments":"{}"}}`) + tail,
+			[]call{{"c0", "a", "{}"}}},
 		{"id sent again on a continuation", head +
 			toolChunk(`{"index":0,"id":"c0","type":"function","function":{"name":"get_weather","arguments":"{\"ci"}}`) +
 			toolChunk(`{"index":0,"id":"c0","function":{"arguments":"ty\":\"Paris\"}"}}`) + tail,
@@ -137,6 +176,9 @@ func TestIrregularToolStreamsReadAlike(t *testing.T) {
 					t.Fatalf("status %d %s", resp.StatusCode, body)
 				}
 				byIndex, byType := mergeByIndex(t, body), mergeByType(t, body)
+				if !denseIndexes(t, body) {
+					t.Fatalf("tool call indexes are not 0, 1, ... in order:\n%s", body)
+				}
 				if fmt.Sprint(byIndex) != fmt.Sprint(tc.want) || fmt.Sprint(byType) != fmt.Sprint(tc.want) {
 					t.Fatalf("by index %v\nby type  %v\nwant     %v\nbody:\n%s", byIndex, byType, tc.want, body)
 				}
@@ -209,5 +251,49 @@ func TestFragmentsWithNewIDsStayOneCall(t *testing.T) {
 	}
 	if got := mergeByIndex(t, body); len(got) != 1 || got[0].name != "f" || got[0].args != `{"x":1}` {
 		t.Fatalf("calls %v", got)
+	}
+}
+
+// Chunk shapes that openai-go's accumulator or npm openai's final
+// completion read wrongly are re-derived: every chunk then has the first
+// chunk's id, an array of choices, and the one choice at index 0.
+func TestChunkShapesClientsRead(t *testing.T) {
+	c := func(s string) string { return "data: " + s + "\n\n" }
+	cases := map[string]string{
+		"finish chunk without id": c(`{"id":"x1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"}}]}`) +
+			c(`{"object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`),
+		"usage chunk with null choices": c(`{"id":"x1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`) +
+			c(`{"id":"x1","object":"chat.completion.chunk","created":1,"model":"m","choices":null,"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`),
+		"one choice at index 1": c(`{"id":"x1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`),
+	}
+	for name, stream := range cases {
+		t.Run(name, func(t *testing.T) {
+			up, _ := upstream(t, stream+"data: [DONE]\n\n", true, 1<<20)
+			p := newProxy(t, up.URL, allowAll())
+			resp, body := post(t, p.URL, helloStreamUsage)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d %s", resp.StatusCode, body)
+			}
+			var text string
+			for _, d := range sseData(t, body) {
+				if d == "[DONE]" {
+					continue
+				}
+				ch := gjson.Parse(d)
+				if ch.Get("id").Str != "x1" || !ch.Get("choices").IsArray() {
+					t.Fatalf("chunk %s in\n%s", d, body)
+				}
+				ch.Get("choices").ForEach(func(_, x gjson.Result) bool {
+					if x.Get("index").Int() != 0 {
+						t.Fatalf("choice index in %s", d)
+					}
+					text += x.Get("delta.content").Str
+					return true
+				})
+			}
+			if text != "Hi" {
+				t.Fatalf("client reads %q", text)
+			}
+		})
 	}
 }
