@@ -1208,6 +1208,14 @@ func checkKinds(d *Declaration, reg Registry) error {
 	return nil
 }
 
+// pointsChecker is implemented by interceptors that work only at some
+// points (a budget counts and gates where it is bound): given the
+// binding's points (none: every point), it says what could not work, so
+// that a load refuses a binding that would silently do nothing.
+type pointsChecker interface {
+	CheckPoints(at []points.Point) error
+}
+
 // buildBindings runs the kind resolvers in array order. Every binding is
 // built, so a refusal lists every refused binding, and every problem a
 // resolver reports (an error tree of Unwrap() []error) is its own finding,
@@ -1245,6 +1253,13 @@ func buildBindings(d *Declaration, reg Registry, knownOnly bool) error {
 		case ic == nil:
 			rejected = append(rejected, Finding{p, fmt.Sprintf("kind %q returned no interceptor for binding %q", s.Kind, s.ID)})
 			continue
+		}
+		if pc, ok := ic.(pointsChecker); ok {
+			if err := pc.CheckPoints(s.At); err != nil {
+				rejected = append(rejected, Finding{p + "/at", fmt.Sprintf("kind %q refused binding %q: %v", s.Kind, s.ID, err)})
+				causes = append(causes, err)
+				continue
+			}
 		}
 		d.bindings = append(d.bindings, points.Binding{
 			Name:        s.ID,

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -186,6 +187,37 @@ func newBudget(_ string, config []byte, env Env) (points.Interceptor, error) {
 	b.sessions = newLRU(int(capacity))
 	b.agents = newLRU(int(capacity))
 	return b, nil
+}
+
+// CheckPoints refuses a binding whose points leave a configured limit
+// unenforced: a call limit is counted and gated at its pre point; a token
+// limit is counted at post_model_call and gated at pre_model_call;
+// max_elapsed is gated at input, pre_model_call or pre_tool_call. (A
+// binding with no points is bound everywhere.)
+func (b *Budget) CheckPoints(at []points.Point) error {
+	if len(at) == 0 {
+		return nil
+	}
+	has := func(p points.Point) bool { return slices.Contains(at, p) }
+	var missing []string
+	for _, l := range b.limits {
+		need := []points.Point{l.at}
+		if l.next == 0 { // a token limit
+			need = append(need, points.PostModelCall)
+		}
+		for _, p := range need {
+			if !has(p) {
+				missing = append(missing, fmt.Sprintf("%s needs %s", l.name, p))
+			}
+		}
+	}
+	if b.maxElapsed > 0 && !has(points.Input) && !has(points.PreModelCall) && !has(points.PreToolCall) {
+		missing = append(missing, "max_elapsed needs input, pre_model_call or pre_tool_call")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the binding's points leave limits unenforced (%s); bind it there too", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // exceeded reports the first limit at p that a call would break.

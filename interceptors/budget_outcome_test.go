@@ -43,3 +43,26 @@ func TestBudgetDoesNotCountCallsDeniedLater(t *testing.T) {
 		}
 	}
 }
+
+// A budget bound where its limits cannot be counted or enforced is refused
+// at load instead of silently allowing everything.
+func TestBudgetCheckPoints(t *testing.T) {
+	for _, tc := range []struct {
+		cfg string
+		at  []points.Point
+		ok  bool
+	}{
+		{`{"max_total_tokens": 10}`, []points.Point{points.PreModelCall}, false},
+		{`{"max_total_tokens": 10}`, []points.Point{points.PreModelCall, points.PostModelCall}, true},
+		{`{"max_model_calls": 1}`, []points.Point{points.Output}, false},
+		{`{"max_tool_calls": 1}`, []points.Point{points.PreToolCall}, true},
+		{`{"max_elapsed": "1m"}`, []points.Point{points.Output}, false},
+		{`{"max_elapsed": "1m"}`, []points.Point{points.Input}, true},
+		{`{"max_model_calls": 1}`, nil, true}, // every point
+	} {
+		b := build(t, KindBudget, tc.cfg).(*Budget)
+		if err := b.CheckPoints(tc.at); (err == nil) != tc.ok {
+			t.Errorf("%s at %v: %v, want ok=%v", tc.cfg, tc.at, err, tc.ok)
+		}
+	}
+}

@@ -300,7 +300,11 @@ func decodeValue(path string, r gjson.Result, v reflect.Value) error {
 			seen[k.Str] = true
 			i, ok := fields[k.Str]
 			if !ok {
-				ps.add(cfgErr(p, "unknown key (known: %s)", strings.Join(sortedKeys(fields), ", ")))
+				if len(fields) == 0 {
+					ps.add(cfgErr(p, "unknown key (this kind takes no config)"))
+				} else {
+					ps.add(cfgErr(p, "unknown key (known: %s)", strings.Join(sortedKeys(fields), ", ")))
+				}
 				return true
 			}
 			ps.add(decodeValue(p, item, v.Field(i)))

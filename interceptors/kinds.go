@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -174,12 +175,57 @@ type verdictSpec struct {
 }
 
 func (vs *verdictSpec) decodeField(path string, r gjson.Result) error {
+	// Config is strict where the wire is lenient: ParseVerdict ignores
+	// unknown members, so "aproval" would silently drop an escalation and
+	// a transform's "vaule" null the answer.
+	if err := verdictKeys(path, r); err != nil {
+		return err
+	}
 	v, err := points.ParseVerdict([]byte(r.Raw))
 	if err != nil {
 		return &ConfigError{Path: path, Msg: err.Error(), Err: err}
 	}
 	vs.v, vs.set = v, true
 	return nil
+}
+
+// verdictMembers are the members of the spec's verdict schema, which is
+// closed (additionalProperties false), and of its closed sub-objects.
+var verdictMembers = map[string][]string{
+	"":          {"decision", "reason", "message", "warnings", "approval", "transform", "evidence", "result_labels"},
+	"transform": {"path", "value"},
+	"warnings":  {"reason", "message"},
+	"evidence":  {"artefact", "verification_pointers"},
+}
+
+// verdictKeys refuses a config verdict member the schema does not have.
+func verdictKeys(path string, r gjson.Result) error {
+	if !r.IsObject() {
+		return nil // ParseVerdict says what is wrong
+	}
+	var err error
+	check := func(at, kind string, obj gjson.Result) {
+		obj.ForEach(func(k, _ gjson.Result) bool {
+			if !slices.Contains(verdictMembers[kind], k.Str) {
+				err = cfgErr(at+"."+k.Str, "unknown verdict member (known: %s)", strings.Join(verdictMembers[kind], ", "))
+			}
+			return err == nil
+		})
+	}
+	check(path, "", r)
+	for _, kind := range []string{"transform", "evidence"} {
+		if v := r.Get(kind); err == nil && v.IsObject() {
+			check(path+"."+kind, kind, v)
+		}
+	}
+	if ws := r.Get("warnings"); err == nil && ws.IsArray() {
+		for i, w := range ws.Array() {
+			if err == nil && w.IsObject() {
+				check(indexPath(path+".warnings", i), "warnings", w)
+			}
+		}
+	}
+	return err
 }
 
 // verdict returns a private copy, so no caller can alias the compiled one.

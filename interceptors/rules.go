@@ -202,10 +202,11 @@ type Rules struct {
 
 func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c rulesConfig
-	if err := decodeConfig(config, &c); err != nil {
-		return nil, err
-	}
+	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
 	if c.Rules == nil {
+		if derr != nil {
+			return nil, derr
+		}
 		return nil, cfgErr(configRoot+".rules", "required")
 	}
 	out := &Rules{def: c.Default}
@@ -218,7 +219,7 @@ func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		broad := rc.Return.set && rc.Return.verdict().Decision != points.DecisionAllow
 		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return, broad: broad})
 	}
-	if err := ps.err(); err != nil {
+	if err := ps.after(derr); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -437,10 +437,26 @@ func (v *completionView) usageMember() []byte {
 		return nil
 	}
 	pt, ct := u.Get("prompt_tokens"), u.Get("completion_tokens")
-	if pt.Type != gjson.Number || ct.Type != gjson.Number {
+	if !tokenCount(pt) || !tokenCount(ct) {
+		// The contract's usage holds integers >= 0: an upstream's -1 or
+		// 1.5 would make the context invalid, so the optional member is
+		// left out (a budget with require_usage then refuses the answer).
 		return nil
 	}
 	return []byte(`{"prompt_tokens":` + pt.Raw + `,"completion_tokens":` + ct.Raw + `}`)
+}
+
+// tokenCount reports whether v is a JSON integer >= 0 written plainly.
+func tokenCount(v gjson.Result) bool {
+	if v.Type != gjson.Number || v.Raw == "" || len(v.Raw) > 18 {
+		return false
+	}
+	for i := 0; i < len(v.Raw); i++ {
+		if v.Raw[i] < '0' || v.Raw[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // writeBackResponse applies a transformed post_model_call response to the

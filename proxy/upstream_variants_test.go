@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // rawUpstream answers every request with body and the given headers.
@@ -129,5 +131,26 @@ func TestUpstreamVariants(t *testing.T) {
 			}
 			tc.check(t, body)
 		})
+	}
+}
+
+// An upstream's usage that is not a count (negative, fractional) is left
+// out of post_model_call's context, whose usage holds integers >= 0.
+func TestUsageThatIsNotACountIsLeftOut(t *testing.T) {
+	for _, u := range []string{`{"prompt_tokens":-1000,"completion_tokens":5}`, `{"prompt_tokens":1.5,"completion_tokens":5}`, `{"prompt_tokens":3,"completion_tokens":5}`} {
+		answer := strings.Replace(plainCompletion, `"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}`, `"usage":`+u, 1)
+		up := rawUpstream(t, []byte(answer), "Content-Type", "application/json")
+		var seen string
+		probe := at(points.PostModelCall, "probe", func(c *points.Context) (points.Verdict, error) {
+			seen = c.Get("usage").Raw
+			return points.Allow(), nil
+		})
+		p := newProxy(t, up.URL, probe, allowAll())
+		if resp, body := post(t, p.URL, hello); resp.StatusCode != 200 {
+			t.Fatalf("%s: status %d %s", u, resp.StatusCode, body)
+		}
+		if want := strings.Contains(u, `"prompt_tokens":3`); (seen != "") != want {
+			t.Fatalf("%s: context usage %q", u, seen)
+		}
 	}
 }
