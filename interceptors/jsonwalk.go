@@ -56,6 +56,30 @@ func parseCTKPath(s string) (ctkPath, bool) {
 	return out, true
 }
 
+// lookupArgs is lookup that also reports, when p fails to resolve, whether
+// it failed inside tool-call arguments that are not a JSON object: the
+// contract's stand-in {"raw_arguments": "<text>"} sits where they would be,
+// so no path into them can be read, though a lenient parser on the agent's
+// side may still read one (a deny rule then fails closed).
+func (p ctkPath) lookupArgs(doc gjson.Result) (v gjson.Result, found, opaque bool) {
+	v, found = p.lookup(doc)
+	if found {
+		return v, true, false
+	}
+	cur := doc
+	for i, s := range p {
+		if i > 0 && !p[i-1].isIdx && p[i-1].key == "args" && !s.isIdx && s.key != "raw_arguments" && rawArguments(cur) {
+			return gjson.Result{}, false, true
+		}
+		next, ok := (ctkPath{s}).lookup(cur)
+		if !ok {
+			return gjson.Result{}, false, false
+		}
+		cur = next
+	}
+	return gjson.Result{}, false, false
+}
+
 // lookup resolves p in doc. A key never indexes an array and an index never
 // reads an object; with duplicate keys the last wins.
 func (p ctkPath) lookup(doc gjson.Result) (gjson.Result, bool) {

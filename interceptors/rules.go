@@ -192,6 +192,10 @@ type rule struct {
 	preds matchSet
 	ret   verdictSpec
 	broad bool // ret denies or transforms: its matchers take any reading
+	// denies: ret is a deny, which a path into tool-call arguments that
+	// are not an object (raw_arguments) satisfies, since they cannot be
+	// shown not to match.
+	denies bool
 }
 
 // Rules is the hooksproxy.rules interceptor.
@@ -217,7 +221,8 @@ func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			ps.add(cfgErr(at+".return", "required"))
 		}
 		broad := rc.Return.set && rc.Return.verdict().Decision != points.DecisionAllow
-		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return, broad: broad})
+		denies := rc.Return.set && rc.Return.verdict().Decision == points.DecisionDeny
+		out.rules = append(out.rules, rule{at: rc.At, preds: rc.Match, ret: rc.Return, broad: broad, denies: denies})
 	}
 	if err := ps.after(derr); err != nil {
 		return nil, err
@@ -238,7 +243,10 @@ func (r *Rules) Intercept(ctx context.Context, c *points.Context) (points.Verdic
 		}
 		ok := true
 		for _, p := range ru.preds {
-			got, found := p.path.lookup(doc)
+			got, found, opaque := p.path.lookupArgs(doc)
+			if opaque && ru.denies {
+				continue // arguments that are not an object: a deny cannot rule them out
+			}
 			if !found || !p.m.matches(got, ru.broad) {
 				ok = false
 				break

@@ -41,3 +41,24 @@ func TestToolsArgsEdges(t *testing.T) {
 		}
 	}
 }
+
+// A deny rule whose match reads into tool-call arguments that are not a
+// JSON object cannot rule them out, so it denies; an allow rule does not
+// match them.
+func TestRulesOnRawArguments(t *testing.T) {
+	ic := build(t, KindRules, `{"rules":[
+	  {"at":"pre_tool_call","match":{"tool_call.name":"fetch","tool_call.args.url":{"regex":"^https://internal\\."}},"return":{"decision":"deny","reason":"internal_url"}},
+	  {"at":"pre_tool_call","match":{"tool_call.args.mode":"safe"},"return":{"decision":"allow"}}
+	],"default":{"decision":"deny","reason":"not_safe"}}`)
+	for _, tc := range []struct{ tool, args, want string }{
+		{"fetch", `{"raw_arguments":"{\"url\":\"https://internal.corp/x\""}`, "deny internal_url"},
+		{"fetch", `{"url":"https://public.example/"}`, "deny not_safe"},
+		{"fetch", `{"url":"https://public.example/","mode":"safe"}`, "allow"},
+		{"search", `{"raw_arguments":"{\"mode\":\"safe\""}`, "deny not_safe"},
+	} {
+		v := run(t, ic, preTool(t, tc.tool, tc.args))
+		if got := verdictSummary(v); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.tool, tc.args, got, tc.want)
+		}
+	}
+}
