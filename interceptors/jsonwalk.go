@@ -68,7 +68,7 @@ func (p ctkPath) lookupArgs(doc gjson.Result) (v gjson.Result, found, opaque boo
 	}
 	cur := doc
 	for i, s := range p {
-		if i > 0 && !p[i-1].isIdx && p[i-1].key == "args" && !s.isIdx && s.key != "raw_arguments" && rawArguments(cur) {
+		if !s.isIdx && s.key != "raw_arguments" && p.callArgsAt(i) && rawStandIn(cur) {
 			return gjson.Result{}, false, true
 		}
 		next, ok := (ctkPath{s}).lookup(cur)
@@ -78,6 +78,25 @@ func (p ctkPath) lookupArgs(doc gjson.Result) (v gjson.Result, found, opaque boo
 		cur = next
 	}
 	return gjson.Result{}, false, false
+}
+
+// callArgsAt reports whether p[:i] names a tool call's arguments:
+// tool_call.args, or tool_calls[n].args (a response's, a message's).
+func (p ctkPath) callArgsAt(i int) bool {
+	if i < 2 || p[i-1].isIdx || p[i-1].key != "args" {
+		return false
+	}
+	if !p[i-2].isIdx {
+		return p[i-2].key == "tool_call"
+	}
+	return i >= 3 && !p[i-3].isIdx && p[i-3].key == "tool_calls"
+}
+
+// rawStandIn reports whether v is exactly the contract's stand-in for
+// arguments that are not a JSON object, {"raw_arguments": "<text>"}, with
+// some text: empty arguments are a call without any.
+func rawStandIn(v gjson.Result) bool {
+	return rawArguments(v) && v.IsObject() && strings.TrimSpace(v.Get("raw_arguments").Str) != ""
 }
 
 // lookup resolves p in doc. A key never indexes an array and an index never

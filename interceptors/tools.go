@@ -328,6 +328,11 @@ func (t *Tools) check(name string, args gjson.Result) toolFinding {
 
 func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 	raw := rawArguments(args)
+	if raw && args.IsObject() && strings.TrimSpace(args.Get("raw_arguments").Str) == "" {
+		// "" (some servers' arguments for a call without parameters) is
+		// no arguments: only a required value is missing.
+		raw, args = false, gjson.Parse(`{}`)
+	}
 	for i, r := range t.args {
 		if !r.tool.match(name) {
 			continue
@@ -397,13 +402,14 @@ func rawArguments(args gjson.Result) bool {
 // other syntax (wildcards, queries, modifiers) and brackets are refused
 // rather than left to match nothing.
 func argPathProblem(path string) string {
-	for _, seg := range strings.Split(path, ".") {
+	// A dot inside a name is escaped (a\.b), as gjson reads it.
+	for _, seg := range strings.Split(strings.ReplaceAll(path, `\.`, "\x00"), ".") {
 		switch {
 		case seg == "":
 			return "has an empty segment (use names joined by single dots)"
 		case seg == "#":
-		case strings.ContainsAny(seg, "[]|@*?!=<>%#\\\"'"):
-			return fmt.Sprintf("segment %q is not a member name, an index or #; write array indexes as numbers (files.0, not files[0])", seg)
+		case strings.ContainsAny(seg, "[]{}()|@*?!=<>%#,\\\"'"):
+			return fmt.Sprintf("segment %q is not a member name, an index or #; write array indexes as numbers (files.0, not files[0])", strings.ReplaceAll(seg, "\x00", `\.`))
 		}
 	}
 	return ""

@@ -295,12 +295,15 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, "invalid_request_error", msg, "tool_call_state")
 		return
 	}
+	// Retries waiting for this post's answer are woken whatever happens
+	// below (posted is idempotent; the answer, when there is one, comes
+	// first).
+	defer s.posted(sess, cid, nil)
 	var answer map[string]any
 	if !res.Proceed {
 		control := controlError(points.PostToolCall, res.Verdict)
 		if terminates(pol.st, *res) {
-			s.posted(sess, cid, nil) // the session ends: nothing to answer again
-			s.toolSeamBlocked(w, r, pol, sess, res, control)
+			s.toolSeamBlocked(w, r, pol, sess, res, control) // the session ends: nothing to answer again
 			return
 		}
 		answer = map[string]any{"proceed": false, "control_error": control}

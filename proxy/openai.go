@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -436,27 +437,29 @@ func (v *completionView) usageMember() []byte {
 	if !u.IsObject() {
 		return nil
 	}
-	pt, ct := u.Get("prompt_tokens"), u.Get("completion_tokens")
-	if !tokenCount(pt) || !tokenCount(ct) {
+	p, pok := tokenCount(u.Get("prompt_tokens"))
+	c, cok := tokenCount(u.Get("completion_tokens"))
+	if !pok || !cok {
 		// The contract's usage holds integers >= 0: an upstream's -1 or
 		// 1.5 would make the context invalid, so the optional member is
 		// left out (a budget with require_usage then refuses the answer).
 		return nil
 	}
-	return []byte(`{"prompt_tokens":` + pt.Raw + `,"completion_tokens":` + ct.Raw + `}`)
+	return []byte(`{"prompt_tokens":` + p + `,"completion_tokens":` + c + `}`)
 }
 
-// tokenCount reports whether v is a JSON integer >= 0 written plainly.
-func tokenCount(v gjson.Result) bool {
-	if v.Type != gjson.Number || v.Raw == "" || len(v.Raw) > 18 {
-		return false
+// tokenCount is v as a count for the context's usage: a JSON number that
+// is an integer from 0 to 2^53-1, however written (12, 12.0, 1.2e1), in
+// its plain form.
+func tokenCount(v gjson.Result) (string, bool) {
+	if v.Type != gjson.Number {
+		return "", false
 	}
-	for i := 0; i < len(v.Raw); i++ {
-		if v.Raw[i] < '0' || v.Raw[i] > '9' {
-			return false
-		}
+	f := v.Num
+	if f < 0 || f > 1<<53-1 || f != math.Trunc(f) {
+		return "", false
 	}
-	return true
+	return strconv.FormatInt(int64(f), 10), true
 }
 
 // writeBackResponse applies a transformed post_model_call response to the

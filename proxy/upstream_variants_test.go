@@ -137,7 +137,7 @@ func TestUpstreamVariants(t *testing.T) {
 // An upstream's usage that is not a count (negative, fractional) is left
 // out of post_model_call's context, whose usage holds integers >= 0.
 func TestUsageThatIsNotACountIsLeftOut(t *testing.T) {
-	for _, u := range []string{`{"prompt_tokens":-1000,"completion_tokens":5}`, `{"prompt_tokens":1.5,"completion_tokens":5}`, `{"prompt_tokens":3,"completion_tokens":5}`} {
+	for _, u := range []string{`{"prompt_tokens":-1000,"completion_tokens":5}`, `{"prompt_tokens":1.5,"completion_tokens":5}`, `{"prompt_tokens":3,"completion_tokens":5}`, `{"prompt_tokens":3.0,"completion_tokens":5e0}`} {
 		answer := strings.Replace(plainCompletion, `"usage":{"prompt_tokens":5,"completion_tokens":7,"total_tokens":12}`, `"usage":`+u, 1)
 		up := rawUpstream(t, []byte(answer), "Content-Type", "application/json")
 		var seen string
@@ -149,7 +149,7 @@ func TestUsageThatIsNotACountIsLeftOut(t *testing.T) {
 		if resp, body := post(t, p.URL, hello); resp.StatusCode != 200 {
 			t.Fatalf("%s: status %d %s", u, resp.StatusCode, body)
 		}
-		if want := strings.Contains(u, `"prompt_tokens":3`); (seen != "") != want {
+		if want := strings.Contains(u, `"prompt_tokens":3`); (seen != "") != want || want && seen != `{"prompt_tokens":3,"completion_tokens":5}` {
 			t.Fatalf("%s: context usage %q", u, seen)
 		}
 	}
