@@ -259,28 +259,10 @@ func (b *Budget) Intercept(ctx context.Context, c *points.Context) (points.Verdi
 	if !b.reads(p) {
 		return points.Allow(), nil
 	}
-	// One walk of the root finds what the budget reads; a gjson path per
-	// member rescanned the context (past a long answer for usage) each time.
-	var agent, session, ts, usage []byte
-	points.ForEachMember(c.Raw(), func(name string, v []byte) bool {
-		switch name {
-		case "agent":
-			agent = v
-		case "session":
-			session = v
-		case "timestamp":
-			ts = v
-		case "usage":
-			usage = v
-		}
-		// Stop once everything is found (names are unique in a checked
-		// context), rather than walk on through the target.
-		return agent == nil || session == nil || ts == nil || (p == points.PostModelCall && usage == nil)
-	})
-	// Views, not copies (gjson's byte functions copy every result): the
-	// context does not change while an interceptor runs.
-	agentID := gjson.Get(bytesView(agent), "id").Str
-	sessKey := agentID + "\x00" + gjson.Get(bytesView(session), "id").Str
+	m := readBudgetMembers(c, true)
+	agentID, sessionID := m.ids()
+	sessKey := agentID + "\x00" + sessionID // on the stack: lru.get clones what it keeps
+	ts, usage := m.ts, m.usage
 	now, err := points.ParseTimestamp(gjson.Parse(bytesView(ts)).Str)
 	if err != nil {
 		now = b.now()
@@ -358,18 +340,8 @@ func (b *Budget) Denied(c *points.Context, own points.Verdict) {
 	if !own.Decision.Permits() || (p != points.PreModelCall && p != points.PreToolCall) {
 		return
 	}
-	var agent, session []byte
-	points.ForEachMember(c.Raw(), func(name string, v []byte) bool {
-		switch name {
-		case "agent":
-			agent = v
-		case "session":
-			session = v
-		}
-		return agent == nil || session == nil
-	})
-	agentID := gjson.Get(bytesView(agent), "id").Str
-	sessKey := agentID + "\x00" + gjson.Get(bytesView(session), "id").Str
+	agentID, sessionID := readBudgetMembers(c, false).ids()
+	sessKey := agentID + "\x00" + sessionID
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	take := func(cs *counters) {
@@ -387,6 +359,40 @@ func (b *Budget) Denied(c *points.Context, own points.Verdict) {
 	if b.agent {
 		take(b.agents.peek(agentID))
 	}
+}
+
+// budgetMembers are the context members a budget reads, as views: the
+// context does not change while an interceptor runs (gjson's byte
+// functions would copy every result).
+type budgetMembers struct{ agent, session, ts, usage []byte }
+
+// readBudgetMembers finds them in one walk of the root (a gjson path per
+// member rescanned the context, past a long answer for usage, each time);
+// with all, the timestamp and at post_model_call the usage too.
+func readBudgetMembers(c *points.Context, all bool) budgetMembers {
+	var m budgetMembers
+	p := c.Point()
+	points.ForEachMember(c.Raw(), func(name string, v []byte) bool {
+		switch name {
+		case "agent":
+			m.agent = v
+		case "session":
+			m.session = v
+		case "timestamp":
+			m.ts = v
+		case "usage":
+			m.usage = v
+		}
+		// Stop once everything is found (names are unique in a checked
+		// context), rather than walk on through the target.
+		return m.agent == nil || m.session == nil || all && (m.ts == nil || (p == points.PostModelCall && m.usage == nil))
+	})
+	return m
+}
+
+// ids are agent.id and session.id (views into the context).
+func (m budgetMembers) ids() (agentID, sessionID string) {
+	return gjson.Get(bytesView(m.agent), "id").Str, gjson.Get(bytesView(m.session), "id").Str
 }
 
 func (b *Budget) deny(scope, name, max string) points.Verdict {
