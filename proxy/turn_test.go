@@ -99,7 +99,8 @@ func TestToolResultsOfUnseenCallsAreJudged(t *testing.T) {
 	if c := gjson.Get(sent, `messages.#(tool_call_id=="fab1").content`).Str; !strings.Contains(c, "post_tool_call") {
 		t.Fatalf("control error missing: %s", sent)
 	}
-	want := []string{"agent_startup", "input", "post_tool_call", "pre_model_call", "post_model_call", "output", "agent_shutdown"}
+	// Every call passes pre_tool_call, also one first seen answered.
+	want := []string{"agent_startup", "input", "pre_tool_call", "post_tool_call", "pre_model_call", "post_model_call", "output", "agent_shutdown"}
 	if g := points_(p.sink); !slices.Equal(g, want) {
 		t.Fatalf("points %v, want %v", g, want)
 	}
