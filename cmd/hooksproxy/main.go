@@ -47,6 +47,8 @@ serve and validate flags (each also read from its environment variable):
   --listen HOST:PORT     HOOKSPROXY_LISTEN      overrides the config's listen
   --log-format text|json HOOKSPROXY_LOG_FORMAT  (default text)
   --log-level LEVEL      HOOKSPROXY_LOG_LEVEL   debug, info, warn, error (default info)
+  --shutdown-delay D     HOOKSPROXY_SHUTDOWN_DELAY  on SIGTERM, /readyz answers 503 for D before
+                                                the listener closes (default 0s, at most 10m)
 
 "hooksproxy <command> --help" lists a command's flags.
 `
@@ -71,6 +73,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "conformance":
 		return conformance(args, stdout, stderr)
 	case "version":
+		if len(args) == 1 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "usage: hooksproxy version (also --version, -v): print the version and revision")
+			return 0
+		}
 		if len(args) > 0 {
 			fmt.Fprintf(stderr, "hooksproxy version: unexpected argument %q\n", args[0])
 			return 2
@@ -206,7 +212,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if c.config == "" {
-		fmt.Fprintln(stderr, "hooksproxy validate: --config FILE is required")
+		fmt.Fprintln(stderr, "hooksproxy validate: --config FILE (or HOOKSPROXY_CONFIG) is required")
 		return 2
 	}
 	// Every problem at once: the flags and environment serve would refuse,
@@ -233,7 +239,12 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "%s: %d problem(s)\n", c.config, n)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: ok (%d bindings, mode %s, profile %s)\n", c.config, len(cfg.Hooks.Bindings()), cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
+	n = len(cfg.Hooks.Bindings())
+	noun := "bindings"
+	if n == 1 {
+		noun = "binding"
+	}
+	fmt.Fprintf(stdout, "%s: ok (%d %s, mode %s, profile %s)\n", c.config, n, noun, cfg.Hooks.Mode(), cfg.Hooks.Composition().Profile)
 	return 0
 }
 
