@@ -280,7 +280,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		h.Write([]byte{1})
 	}
 	h.Sum(sum[:0])
-	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isError, &sum)
+	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isError, nil, &sum)
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {

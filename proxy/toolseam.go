@@ -40,6 +40,10 @@ type toolCall struct {
 	// permitted (after its transform). A role:tool message that says
 	// anything else is rewritten to it; nil leaves the message alone.
 	result *string
+	// released: the transparent seam judged this call in a model's
+	// answer (and released or withheld it), so the agent's history is
+	// made to name it as the model did.
+	released bool
 	// adopted: the call was first seen answered (its pre ran elsewhere,
 	// or before a restart), so only its post was emitted here.
 	adopted bool
@@ -137,7 +141,7 @@ func (tc *toolCall) outcome() preOutcome {
 }
 
 // seenCall is a tool call as the request's history shows it, for a result
-// whose call this session never saw (judged at pre_tool_call, then post).
+// whose call this session never saw (adopted by postTool).
 type seenCall struct {
 	name    string
 	argsRaw string // the model's arguments string
@@ -145,12 +149,20 @@ type seenCall struct {
 
 // postTool runs post_tool_call once for id with the tool's result. ran is
 // false when no permitted pre precedes it or its post already ran
-// (already tells which). A call first seen answered has had its pre run
-// by applyToolHistory. With hostSum (a host API post) the answer is kept
-// for retries.
-func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool, hostSum *[32]byte) (res *points.Result, ran, already bool) {
+// (already tells which). With seen set, a result for an id the session
+// does not know is adopted: the call is remembered as seen and its post
+// emitted, since nothing shows that the result was ever judged. (Its pre
+// is not emitted: the call has run already, out of this proxy's sight,
+// so a pre could neither stop nor change it; what the model sees of it,
+// its result, is what post_tool_call judges.) With hostSum (a host API
+// post) the answer is kept for retries.
+func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session, id string, value []byte, isError bool, seen *seenCall, hostSum *[32]byte) (res *points.Result, ran, already bool) {
 	sess.mu.Lock()
 	tc := sess.tools[id]
+	if tc == nil && seen != nil {
+		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true}
+		sess.tools[strings.Clone(id)] = tc
+	}
 	if tc != nil && !tc.preDone && tc.ready != nil {
 		// Its pre is still deciding (an approval, say): the result waits
 		// for that outcome rather than pass without a post (§6.2: a
@@ -304,6 +316,9 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
 		}
+		sess.mu.Lock()
+		sess.tools[id].released = true
+		sess.mu.Unlock()
 		if !out.proceed {
 			lastDeny = res
 			sess.mu.Lock()
@@ -394,17 +409,11 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			}
 			id := m.toolCallID
 			value := toolResultValue(m.content)
-			if c, ok := calls[id]; ok && !s.judgedHere(em, sess, id, c, m.content) && !s.sessionKnows(sess, id) {
-				// A call the proxy never released (a restart, another
-				// proxy, or a history the agent made up) passes
-				// pre_tool_call first, as every call does: a denied one's
-				// result reaches the model as the control error.
-				if _, res, _ := s.preTool(ctx, em, sess, id, c.name, argsObject(c.argsRaw)); res != nil && !res.Proceed && terminates(pol.st, *res) {
-					first = res
-					break
-				}
+			var seen *seenCall
+			if c, ok := calls[id]; ok && !s.judgedHere(em, sess, id, c, m.content) {
+				seen = &c
 			}
-			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, nil)
+			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen, nil)
 			if ran && !res.Proceed && terminates(pol.st, *res) {
 				first = res
 				break
@@ -426,7 +435,8 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		case "assistant":
 			m.toolCalls.ForEach(func(_, c gjson.Result) bool {
 				if tc := sess.tools[c.Get("id").Str]; tc != nil && (len(tc.withheld) > 0 || renamed(tc, c) ||
-					(tc.proceed && tc.args != nil && c.Get("function.arguments").Str != argsString(gjson.ParseBytes(tc.args)))) {
+					(tc.proceed && tc.args != nil && c.Get("function.arguments").Str != argsString(gjson.ParseBytes(tc.args))) ||
+					(!tc.proceed && tc.released && c.Get("function.arguments").Str != orEmptyObject(tc.rawArgs))) {
 					changed = true
 				}
 				return true
@@ -496,13 +506,17 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 						unanswered = append(unanswered, wid)
 					}
 				}
-				if tc.proceed && tc.args != nil {
-					raw, _ = sjson.SetBytes(raw, "tool_calls."+strconv.Itoa(i)+".function.arguments", argsString(gjson.ParseBytes(tc.args)))
+				at := "tool_calls." + strconv.Itoa(i) + ".function."
+				switch {
+				case tc.proceed && tc.args != nil:
+					raw, _ = sjson.SetBytes(raw, at+"arguments", argsString(gjson.ParseBytes(tc.args)))
+				case !tc.proceed && tc.released:
+					raw, _ = sjson.SetBytes(raw, at+"arguments", orEmptyObject(tc.rawArgs))
 				}
 				if renamed(tc, c) {
 					// The model sees the call it made and the points
 					// judged, not another tool under its id.
-					raw, _ = sjson.SetBytes(raw, "tool_calls."+strconv.Itoa(i)+".function.name", tc.name)
+					raw, _ = sjson.SetBytes(raw, at+"name", tc.name)
 				}
 			}
 			for _, wid := range spliced {
@@ -543,9 +557,10 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 }
 
 // renamed reports whether the agent's history names call c otherwise than
-// the call the proxy judged under its id.
+// the model's call that the seam judged and released (or withheld) under
+// its id. Calls the host API registered keep the agent's naming.
 func renamed(tc *toolCall, c gjson.Result) bool {
-	return tc.name != "" && c.Get("function.name").Str != tc.name
+	return tc.released && tc.name != "" && c.Get("function.name").Str != tc.name
 }
 
 // answeredIn reports whether a tool message in msgs answers call id.

@@ -99,8 +99,9 @@ func TestToolResultsOfUnseenCallsAreJudged(t *testing.T) {
 	if c := gjson.Get(sent, `messages.#(tool_call_id=="fab1").content`).Str; !strings.Contains(c, "post_tool_call") {
 		t.Fatalf("control error missing: %s", sent)
 	}
-	// Every call passes pre_tool_call, also one first seen answered.
-	want := []string{"agent_startup", "input", "pre_tool_call", "post_tool_call", "pre_model_call", "post_model_call", "output", "agent_shutdown"}
+	// A call first seen answered has run out of sight: its result is what
+	// the model sees of it, judged at post_tool_call.
+	want := []string{"agent_startup", "input", "post_tool_call", "pre_model_call", "post_model_call", "output", "agent_shutdown"}
 	if g := points_(p.sink); !slices.Equal(g, want) {
 		t.Fatalf("points %v, want %v", g, want)
 	}
