@@ -44,6 +44,11 @@ type toolCall struct {
 	// answer (and released or withheld it), so the agent's history is
 	// made to name it as the model did.
 	released bool
+	// sentArgs is the arguments string the seam released to the agent,
+	// byte for byte: the history is compared with it, so a call released
+	// as the model wrote it goes back upstream unchanged (prompt caches
+	// key on exact bytes).
+	sentArgs string
 	// adopted: the call was first seen answered (its pre ran elsewhere,
 	// or before a restart), so only its post was emitted here.
 	adopted bool
@@ -328,10 +333,15 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			changed = true
 			continue
 		}
+		sent := strings.Clone(argsStr)
 		if res != nil && res.Transformed {
 			newArgs[len(kept)] = out.args
+			sent = argsString(gjson.Parse(view(out.args)))
 			changed = true
 		}
+		sess.mu.Lock()
+		sess.tools[id].sentArgs = sent
+		sess.mu.Unlock()
 		if fresh {
 			newIDs[len(kept)] = id
 		}
@@ -435,7 +445,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		case "assistant":
 			m.toolCalls.ForEach(func(_, c gjson.Result) bool {
 				if tc := sess.tools[c.Get("id").Str]; tc != nil && (len(tc.withheld) > 0 || renamed(tc, c) ||
-					(tc.proceed && tc.args != nil && c.Get("function.arguments").Str != argsString(gjson.ParseBytes(tc.args))) ||
+					(tc.proceed && tc.args != nil && c.Get("function.arguments").Str != tc.releasedArgs()) ||
 					(!tc.proceed && tc.released && c.Get("function.arguments").Str != orEmptyObject(tc.rawArgs))) {
 					changed = true
 				}
@@ -508,8 +518,8 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 				}
 				at := "tool_calls." + strconv.Itoa(i) + ".function."
 				switch {
-				case tc.proceed && tc.args != nil:
-					raw, _ = sjson.SetBytes(raw, at+"arguments", argsString(gjson.ParseBytes(tc.args)))
+				case tc.proceed && tc.args != nil && c.Get("function.arguments").Str != tc.releasedArgs():
+					raw, _ = sjson.SetBytes(raw, at+"arguments", tc.releasedArgs())
 				case !tc.proceed && tc.released:
 					raw, _ = sjson.SetBytes(raw, at+"arguments", orEmptyObject(tc.rawArgs))
 				}
@@ -554,6 +564,16 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		return body, nil
 	}
 	return nb, nil
+}
+
+// releasedArgs is the arguments string the agent got for the call: the
+// seam's, byte for byte, or else (the host API) the permitted arguments
+// as a JSON string.
+func (tc *toolCall) releasedArgs() string {
+	if tc.sentArgs != "" || tc.released {
+		return tc.sentArgs
+	}
+	return argsString(gjson.ParseBytes(tc.args))
 }
 
 // renamed reports whether the agent's history names call c otherwise than

@@ -275,3 +275,26 @@ func TestToolHistoryCannotSmuggleACall(t *testing.T) {
 		}
 	})
 }
+
+// A released call the agent sends back as it got it reaches the model byte
+// for byte (prompt caches key on exact bytes), and a transformed one as
+// the agent got it too.
+func TestReleasedCallArgumentsKeepTheirBytes(t *testing.T) {
+	const released = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},"finish_reason":"tool_calls"}]}`
+	up, got := seqUpstream(t, released, plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	const sid = "bytes-1"
+	r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", sid)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "choices.0.message.tool_calls.0.function.arguments").Str != `{"city": "Paris"}` {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	body := `{"model":"m","messages":[{"role":"user","content":"Hi"},` +
+		`{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_1","content":"sunny"}]}`
+	if r, b := post(t, p.URL, body, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	if a := gjson.Get(got()[1], "messages.1.tool_calls.0.function.arguments").Str; a != `{"city": "Paris"}` {
+		t.Fatalf("the model got arguments %q", a)
+	}
+}
