@@ -258,6 +258,12 @@ func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
 					n += int64(len(last.Raw))
 					return n, s.Add(last)
 				}
+				if line, ok := s.rd.PartialLine(); ok && (string(line) == "data: [DONE]" || string(line) == "data:[DONE]") {
+					// The same without even the line break: nothing
+					// could follow that changes what came.
+					n += int64(len(line))
+					return n, s.Add(sse.Event{Data: []byte("[DONE]"), Raw: line})
+				}
 				err = fmt.Errorf("%w: %w", ErrMissingDone, err)
 			default:
 				err = fmt.Errorf("%w: %w", ErrStreamRead, err)

@@ -587,7 +587,6 @@ var csErrorCases = []struct {
 	{"error-event.sse", ErrUpstreamStreamError},
 	{"error-null-key.sse", ErrUpstreamStreamError},
 	{"missing-done.sse", ErrMissingDone},
-	{"unterminated-done.sse", ErrMissingDone},
 	{"truncated-chunk.sse", ErrMissingDone},
 	{"empty.sse", ErrMissingDone},
 	{"non-json.sse", ErrMalformedChunk},

@@ -64,8 +64,15 @@ func TestUpstreamVariants(t *testing.T) {
 					t.Fatalf("client reads %q from %q", got, body)
 				}
 			}},
+		{"[DONE] without any line break", helloStream,
+			[]byte(strings.TrimSuffix(textStream, "\n\n")), []string{"Content-Type", "text/event-stream"}, 200,
+			func(t *testing.T, body []byte) {
+				if got := streamText(t, body); got != "Hello there, the secret is safe." || !bytes.HasSuffix(body, []byte("data: [DONE]\n\n")) {
+					t.Fatalf("client reads %q from %q", got, body)
+				}
+			}},
 		{"[DONE] cut inside its line", helloStream,
-			[]byte(strings.TrimSuffix(textStream, "\n\n")), []string{"Content-Type", "text/event-stream"}, 502,
+			[]byte(strings.TrimSuffix(textStream, "E]\n\n")), []string{"Content-Type", "text/event-stream"}, 502,
 			func(t *testing.T, body []byte) {
 				if c := gjson.GetBytes(body, "error.code").Str; c != "upstream_stream_incomplete" {
 					t.Fatalf("code %q in %s", c, body)

@@ -297,6 +297,22 @@ func (rd *Reader) Unclosed() (Event, bool) {
 	return ev, ok
 }
 
+// PartialLine returns the line a stream ended in without its line break,
+// after [Reader.Next] reported io.ErrUnexpectedEOF, when no earlier line of
+// that block had fields: the bytes a browser would discard. A proxy can
+// then accept a final "data: [DONE]" whose server closed without any line
+// break. It reports false otherwise.
+func (rd *Reader) PartialLine() ([]byte, bool) {
+	if !rd.eof || !errors.Is(rd.err, io.ErrUnexpectedEOF) || rd.pos >= rd.end || rd.hasData || len(rd.typ) > 0 || rd.hasID || rd.hasRetry {
+		return nil, false
+	}
+	line := rd.buf[rd.pos:rd.end]
+	if bytes.IndexAny(line, "\r\n") >= 0 {
+		return nil, false
+	}
+	return bytes.Clone(line), true
+}
+
 // atEOF decides between a clean and a truncated end of stream.
 func (rd *Reader) atEOF() error {
 	if rd.pos < rd.end || rd.hasData {

@@ -47,3 +47,26 @@ func TestUnclosed(t *testing.T) {
 		t.Fatal("clean end reported an unclosed block")
 	}
 }
+
+func TestPartialLine(t *testing.T) {
+	for _, tc := range []struct {
+		in, line string
+		ok       bool
+	}{
+		{"data: a\n\ndata: [DONE]", "data: [DONE]", true},
+		{"data: a\n\ndata: [DO", "data: [DO", true},
+		{"data: a\n\ndata: x\ndata: [DONE]", "", false}, // a data field before it in the block
+		{"data: a\n\nevent: e\ndata: [DONE]", "", false},
+		{"data: a\n\ndata: [DONE]\n", "", false}, // the line ended: Unclosed's case
+	} {
+		rd := NewReader(strings.NewReader(tc.in), 0)
+		var err error
+		for err == nil {
+			_, err = rd.Next()
+		}
+		line, ok := rd.PartialLine()
+		if ok != tc.ok || string(line) != tc.line {
+			t.Errorf("%q: PartialLine = %q, %v; want %q, %v (Next: %v)", tc.in, line, ok, tc.line, tc.ok, err)
+		}
+	}
+}
