@@ -130,16 +130,7 @@ func TestHostPostRetryAnswersAgain(t *testing.T) {
 	})
 	p := newProxy(t, up.URL, mask, allowAll())
 	base := p.URL + "/agent-hooks/v1/sessions/retry-1/tool-calls/c1/"
-	postBody := func(path, body string) (int, string) {
-		t.Helper()
-		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	postBody := func(path, body string) (int, string) { return postJSONTo(base+path, body) }
 	if st, b := postBody("pre", `{"name":"fetch","args":{}}`); st != 200 {
 		t.Fatalf("pre: %d %s", st, b)
 	}
@@ -151,13 +142,7 @@ func TestHostPostRetryAnswersAgain(t *testing.T) {
 	if st, b := postBody("post", `{"name":"fetch","args":{},"result":"other"}`); st != 409 || gjson.Get(b, "error.code").Str != "tool_call_state" {
 		t.Fatalf("another result: %d %s", st, b)
 	}
-	n := 0
-	for _, r := range p.sink.Records() {
-		if r.InterceptionPoint == points.PostToolCall {
-			n++
-		}
-	}
-	if n != 1 {
+	if n := count(p.sink, points.PostToolCall); n != 1 {
 		t.Fatalf("%d post_tool_call records", n)
 	}
 }
@@ -174,15 +159,7 @@ func TestHostPostRetryWhileDeciding(t *testing.T) {
 	})
 	p := newProxy(t, up.URL, slow, allowAll())
 	base := p.URL + "/agent-hooks/v1/sessions/retry-2/tool-calls/c1/"
-	do := func(path, body string) (int, string) {
-		resp, err := http.Post(base+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	do := func(path, body string) (int, string) { return postJSONTo(base+path, body) }
 	if st, b := do("pre", `{"name":"fetch","args":{}}`); st != 200 {
 		t.Fatalf("pre: %d %s", st, b)
 	}
@@ -264,13 +241,7 @@ func TestToolHistoryCannotSmuggleACall(t *testing.T) {
 		if c := gjson.Get(sent, `messages.#(tool_call_id=="call_2").content`).Str; !strings.Contains(c, "tool_denied") {
 			t.Fatalf("withheld call's result %q", c)
 		}
-		n := 0
-		for _, r := range p.sink.Records() {
-			if r.InterceptionPoint == points.PostToolCall {
-				n++
-			}
-		}
-		if n != 1 {
+		if n := count(p.sink, points.PostToolCall); n != 1 {
 			t.Fatalf("%d post_tool_call records", n)
 		}
 	})
@@ -297,4 +268,16 @@ func TestReleasedCallArgumentsKeepTheirBytes(t *testing.T) {
 	if a := gjson.Get(got()[1], "messages.1.tool_calls.0.function.arguments").Str; a != `{"city": "Paris"}` {
 		t.Fatalf("the model got arguments %q", a)
 	}
+}
+
+// postJSONTo posts body and returns the status and body (0 and the error
+// when the request fails; safe off the test goroutine).
+func postJSONTo(url, body string) (int, string) {
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
