@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -743,14 +744,6 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			rn.bodyFailed(ctx, mc, t.completion, err)
 			return false
 		}
-		if e, ok := errorBody200(t.completion); ok {
-			// A 200 whose body is an error (OpenRouter and LiteLLM answer
-			// provider failures so): the upstream's failure, passed on as
-			// a stream's error event is, not a response to judge.
-			writeError(w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
-			rn.upstreamFailed()
-			return false
-		}
 	}
 	ok = rn.postModel(ctx, t, &mc)
 	t.counted = ok && t.held != nil
@@ -861,29 +854,6 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 	}
 }
 
-// errorBody200 reads a json answer that carries a top-level error and no
-// choices as the upstream's error.
-func errorBody200(completion []byte) (*UpstreamStreamError, bool) {
-	var hasErr, hasChoices bool
-	points.ForEachMember(completion, func(name string, v []byte) bool {
-		switch name {
-		case "error":
-			hasErr = string(v) != "null"
-		case "choices":
-			hasChoices = true
-		}
-		return true
-	})
-	if !hasErr || hasChoices {
-		return nil, false
-	}
-	e := newUpstreamStreamError(0, completion)
-	if e.Message == "" {
-		e.Message = "upstream answered 200 with an error body"
-	}
-	return e, true
-}
-
 // code is the error's code for an OpenAI-shaped body, or nil.
 func (e *UpstreamStreamError) code() any {
 	if e.Code == "" {
@@ -929,6 +899,18 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		s.opts.Metrics.BufferedResponseBytes(len(t.completion))
 	}
 	v := viewCompletion(t.completion)
+	if t.held == nil && (v.choices == nil || string(v.choices) == "null") && slices.Contains(v.unjudgedTop, "error") {
+		// A 200 whose body is an error (OpenRouter and LiteLLM answer
+		// provider failures so): the upstream's failure, passed on as a
+		// stream's error event is, not a response to judge.
+		e := newUpstreamStreamError(0, t.completion)
+		if e.Message == "" {
+			e.Message = "upstream answered 200 with an error body"
+		}
+		writeError(rn.w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
+		rn.upstreamFailed()
+		return false
+	}
 	if u := gjson.ParseBytes(v.usage); u.IsObject() {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
 	}
