@@ -455,6 +455,9 @@ func tokenCount(v gjson.Result) (string, bool) {
 	if v.Type != gjson.Number {
 		return "", false
 	}
+	if plain := len(v.Raw) > 0 && len(v.Raw) <= 15 && strings.Trim(v.Raw, "0123456789") == ""; plain {
+		return v.Raw, true // the usual form, without an allocation
+	}
 	f := v.Num
 	if f < 0 || f > 1<<53-1 || f != math.Trunc(f) {
 		return "", false
