@@ -86,7 +86,10 @@ func (j *judgedResults) remember(by *points.Emitter, id, name string, args []byt
 	id = strings.Clone(id) // may be a view of a request
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if (!hasSent || e.sent != e.seen) && len(seen) <= maxKeptVerdict && j.kept+len(seen) <= maxKeptBytes {
+	// A blocked call's control error is always kept (it is small): a
+	// replay of that call must get it again, whatever result the agent
+	// puts beside it.
+	if !hasSent || (e.sent != e.seen && len(seen) <= maxKeptVerdict && j.kept+len(seen) <= maxKeptBytes) {
 		v := strings.Clone(seen)
 		e.verdict = &v
 		j.kept += len(v)
@@ -112,6 +115,11 @@ func (j *judgedResults) lookup(by *points.Emitter, id, name string, args []byte,
 	case e.seen == sum:
 		return true, nil
 	case e.hasSent && e.sent == sum && e.verdict != nil:
+		return true, e.verdict
+	case !e.hasSent && e.verdict != nil:
+		// The call was blocked before any result (§6.2): no result
+		// the agent sends for it reaches the model, only the control
+		// error, in whichever later session it comes back.
 		return true, e.verdict
 	}
 	return false, nil

@@ -165,7 +165,8 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	sess.mu.Lock()
 	tc := sess.tools[id]
 	if tc == nil && seen != nil {
-		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true}
+		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true,
+			sentArgs: strings.Clone(seen.argsRaw)} // the history's bytes stay as they are
 		sess.tools[strings.Clone(id)] = tc
 	}
 	if tc != nil && !tc.preDone && tc.ready != nil {

@@ -281,3 +281,41 @@ func postJSONTo(url, body string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// A call blocked at pre_tool_call in one session, replayed in another (a
+// header-less agent's next turn) with a result beside it, gets the control
+// error there too; a call first seen answered keeps its argument bytes.
+func TestBlockedCallReplayedElsewhereStaysBlocked(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	deny := at(points.PreToolCall, "deny-rm", func(c *points.Context) (points.Verdict, error) {
+		if c.Get("tool_call.name").Str == "rm" {
+			return points.Deny("tool_denied", ""), nil
+		}
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, deny, allowAll())
+	s := p.srv
+	pol := *s.pol.Load()
+	st := *pol.st
+	st.TransparentToolSeam = true
+	pol.st = &st
+	sessA, _ := s.sessions.get("sess-a", false, time.Now())
+	if out, _, _ := s.preTool(t.Context(), pol.em, sessA, "c1", "rm", argsObject(`{"p":"/"}`)); out.proceed {
+		t.Fatal("rm proceeded")
+	}
+	sessB, _ := s.sessions.get("sess-b", false, time.Now())
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"c1","type":"function","function":{"name":"rm","arguments":"{\"p\":\"/\"}"}},` +
+		`{"id":"c2","type":"function","function":{"name":"ls","arguments":"{\"p\": \"/\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"c1","content":"RESULT-SECRET"},{"role":"tool","tool_call_id":"c2","content":"ok"}]}`)
+	out, res := s.applyToolHistory(t.Context(), &pol, sessB, body)
+	if res != nil {
+		t.Fatalf("blocked: %+v", res.Verdict)
+	}
+	if strings.Contains(string(out), "RESULT-SECRET") || !strings.Contains(gjson.GetBytes(out, `messages.#(tool_call_id=="c1").content`).Str, "tool_denied") {
+		t.Fatalf("the model gets %s", out)
+	}
+	if a := gjson.GetBytes(out, "messages.1.tool_calls.1.function.arguments").Str; a != `{"p": "/"}` {
+		t.Fatalf("a call first seen answered has its arguments rewritten to %q", a)
+	}
+}
