@@ -322,13 +322,11 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
 		}
-		sess.mu.Lock()
-		sess.tools[id].released = true
-		sess.mu.Unlock()
 		if !out.proceed {
 			lastDeny = res
 			sess.mu.Lock()
-			sess.tools[id].rawArgs = strings.Clone(argsStr)
+			tc := sess.tools[id]
+			tc.rawArgs, tc.released = strings.Clone(argsStr), true
 			sess.mu.Unlock()
 			withheld = append(withheld, strings.Clone(id))
 			changed = true
@@ -341,7 +339,8 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			changed = true
 		}
 		sess.mu.Lock()
-		sess.tools[id].sentArgs = sent
+		tc := sess.tools[id]
+		tc.sentArgs, tc.released = sent, true
 		sess.mu.Unlock()
 		if fresh {
 			newIDs[len(kept)] = id
