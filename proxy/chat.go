@@ -337,7 +337,6 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte, bool) {
 	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
 	body, msgs := req.body, req.msgs
-	var err error
 	if !created && !s.awaitStartup(ctx, sess) {
 		rn.tellClosing()
 		return nil, false // the client went away while the session was starting
@@ -378,28 +377,14 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 				return nil, false
 			}
 			if res.Transformed {
-				// A write-back that fails is the input's failure, recorded
-				// over the message as it came (which builds, as it did).
-				v, ok := inputContent(res.Target().Get("content"), content)
-				if !ok {
-					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input transform value has no chat message form")
+				// A write-back that fails (WriteBack refused what has no
+				// chat form in the fold already) is the input's failure,
+				// recorded over the message as it came (which builds, as it
+				// did).
+				var detail string
+				if body, detail = writeBackInput(body, in, res.Target(), content); detail != "" {
+					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), detail)
 					return nil, false
-				}
-				if body, err = sjson.SetRawBytes(body, "messages."+strconv.Itoa(in.index)+".content", v); err != nil {
-					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input write-back failed")
-					return nil, false
-				}
-				if r := res.Target().Get("role"); r.Str != in.role {
-					// WriteBack let only user and system through.
-					role, ok := chatRole(r)
-					if !ok {
-						rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input role has no chat message form")
-						return nil, false
-					}
-					if body, err = sjson.SetBytes(body, "messages."+strconv.Itoa(in.index)+".role", role); err != nil {
-						rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), "input write-back failed")
-						return nil, false
-					}
 				}
 			}
 		}
@@ -748,6 +733,31 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	ok = rn.postModel(ctx, t, &mc)
 	t.counted = ok && t.held != nil
 	return ok
+}
+
+// writeBackInput writes an input transform's target into the message it
+// judged: its content, and its role when the transform changed it. It
+// returns a payload-free detail when it cannot.
+func writeBackInput(body []byte, in turnInput, target gjson.Result, content string) ([]byte, string) {
+	v, ok := inputContent(target.Get("content"), content)
+	if !ok {
+		return body, "input transform value has no chat message form"
+	}
+	at := "messages." + strconv.Itoa(in.index) + "."
+	out, err := sjson.SetRawBytes(body, at+"content", v)
+	if err != nil {
+		return body, "input write-back failed"
+	}
+	if r := target.Get("role"); r.Str != in.role {
+		role, ok := chatRole(r)
+		if !ok {
+			return body, "input role has no chat message form"
+		}
+		if out, err = sjson.SetBytes(out, at+"role", role); err != nil {
+			return body, "input write-back failed"
+		}
+	}
+	return out, ""
 }
 
 // decodedBody is the answer's body as the points read it, and its length
