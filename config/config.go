@@ -353,7 +353,10 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 	}
 	doc, err := decodeYAML(data)
 	if err != nil {
-		line := 0
+		// The YAML parser leaves the line out exactly when its marks are
+		// on the first line (it counts from zero and prints only non-zero
+		// ones), so a syntax error without one is on line 1.
+		line := 1
 		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 			line, _ = strconv.Atoi(m[1])
 		}

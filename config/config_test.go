@@ -232,6 +232,7 @@ func TestParseProblems(t *testing.T) {
 		{"empty file", "", []want{{"upstream.base_url", 1, "required"}, {"agent.id", 1, "required"}, {"hooks", 1, "required"}}},
 		{"not a mapping", "- a\n", []want{{"", 1, "must be a mapping"}}},
 		{"yaml syntax", good + "records: {file: [\n", []want{{"", 10, "did not find expected node content"}}},
+		{"yaml syntax on line 1", "\t bad yaml: [", []want{{"", 1, "cannot start any token"}}},
 		{"two documents", good + "---\nlisten: x\n", []want{{"", 10, "one YAML document"}}},
 		{"merge key", good + "x: &a {file: r.jsonl}\n", []want{{"x", 10, "unknown key"}}},
 		{"component name", good + "resolvers:\n  Bad: {kind: hooksproxy.console}\n", []want{{"resolvers.Bad", 11, "names must match"}}},

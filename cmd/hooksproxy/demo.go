@@ -53,6 +53,10 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if code, stop := parseFlags(fs, args); stop {
 		return code
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "hooksproxy demo: unexpected argument %q (the demo takes only flags)\n", fs.Arg(0))
+		return 2
+	}
 	// The demo is quieter than serve by default; a --log-level given on
 	// the command line still wins.
 	explicit := false

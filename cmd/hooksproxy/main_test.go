@@ -406,6 +406,7 @@ func TestExtraArguments(t *testing.T) {
 		{"validate", "--config", path, "extra"},
 		{"validate", path, "extra"},
 		{"serve", "--config", path, "extra"},
+		{"demo", "--listen", "127.0.0.1:0", "extra"},
 	} {
 		if _, errs, code := runCmd(t, args...); code != 2 || !strings.Contains(errs, `unexpected argument "extra"`) {
 			t.Errorf("%v: exit %d %q", args, code, errs)
