@@ -21,7 +21,7 @@
 //	hooksproxy_denials_total{point,mode,reason,binding}           counter
 //	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed; starts at 0 for every reserved reason)
 //	hooksproxy_fold_truncated_total{point}                        counter
-//	hooksproxy_approvals_total{point,outcome,resolution}          counter (outcome = resolved_by; resolution approve|reject|unresolved|cancelled|failed)
+//	hooksproxy_approvals_total{point,outcome,resolved_by}         counter (outcome approve|reject|unresolved|cancelled|failed; resolved_by approval|rejection)
 //	hooksproxy_emission_duration_seconds{point}                   histogram
 //	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
 //	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
@@ -171,7 +171,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.denials = counter("denials_total", "Deny decisions by point, mode, reason and the deciding binding (none when host-synthesized).", "point", "mode", "reason", "binding")
 	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies by point and reserved reason.", "point", "reason")
 	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
-	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (resolved_by: approval or rejection) and resolution (approve, reject, unresolved, cancelled or failed).", "point", "outcome", "resolution")
+	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (approve, reject, unresolved, cancelled or failed) and the record's resolved_by (approval or rejection).", "point", "outcome", "resolved_by")
 	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
 	m.interceptorDuration = histogram("interceptor_duration_seconds", "Time one interceptor took, by binding and point.", decisionBuckets(), "binding", "point")
 	m.interceptorVerdicts = counter("interceptor_verdicts_total", "Verdicts by binding, point and decision (after host substitution).", "binding", "point", "decision")
@@ -211,7 +211,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	for _, p := range points.AllPoints() {
 		for _, or := range [][2]string{{"approval", "approve"}, {"approval", "failed"}, {"rejection", "reject"}, {"rejection", "unresolved"}, {"rejection", "cancelled"}, {"rejection", "failed"}} {
-			m.approvals.WithLabelValues(string(p), or[0], or[1])
+			m.approvals.WithLabelValues(string(p), or[1], or[0])
 		}
 	}
 	m.promptTokens, m.completionTokens = m.tokens.WithLabelValues("prompt"), m.tokens.WithLabelValues("completion")
@@ -254,7 +254,7 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	}
 	switch r.ResolvedBy {
 	case "approval", "rejection":
-		inc(m.approvals, point, r.ResolvedBy, resolutionLabel(r))
+		inc(m.approvals, point, resolutionLabel(r), r.ResolvedBy)
 	case "":
 	default:
 		inc(m.approvals, point, Other, Other)
@@ -339,6 +339,19 @@ func (m *Metrics) SinkOpened(sink string) {
 	}
 }
 
+// MemorySinkOpened starts the drop and write-error counters of an
+// in-memory sink (the records ring) at zero. It never drops or fails a
+// write, so they stay there; they exist so that a process without a record
+// file still shows the series that dashboards and alerts query.
+func (m *Metrics) MemorySinkOpened(sink string) {
+	if m == nil {
+		return
+	}
+	s := identLabel(sink)
+	m.recordsDropped.WithLabelValues(s)
+	m.sinkErrors.WithLabelValues(s, "write")
+}
+
 // UpstreamRequest implements [ProxyObserver].
 func (m *Metrics) UpstreamRequest(status int, stream bool, d time.Duration) {
 	if m == nil {
@@ -390,17 +403,26 @@ func (m *Metrics) Tokens(prompt, completion int64) {
 	}
 }
 
-// ConfigReload implements [ProxyObserver]. Call it with true for the
-// initial load too, so that the success timestamp is set (the
-// last-reload-successful gauge starts at 1).
+// ConfigLoaded marks the configuration the process started with as loaded:
+// the last-reload gauges read success at that time, and the reload counter
+// stays at zero, as no reload was attempted.
+func (m *Metrics) ConfigLoaded() {
+	if m == nil {
+		return
+	}
+	m.configLastOK.Set(1)
+	m.configLastOKTime.Set(float64(m.now().UnixNano()) / 1e9)
+}
+
+// ConfigReload implements [ProxyObserver]: one reload attempt (SIGHUP or a
+// changed file) and its result.
 func (m *Metrics) ConfigReload(ok bool) {
 	if m == nil {
 		return
 	}
 	if ok {
 		m.configReloads.WithLabelValues("success").Inc()
-		m.configLastOK.Set(1)
-		m.configLastOKTime.Set(float64(m.now().UnixNano()) / 1e9)
+		m.ConfigLoaded()
 		return
 	}
 	m.configReloads.WithLabelValues("failure").Inc()
@@ -428,7 +450,7 @@ func (m *Metrics) decidingBinding(r *points.Record) string {
 	return Unknown
 }
 
-// resolutionLabel tells what became of a consultation, which resolved_by
+// resolutionLabel is the outcome label: what became of a consultation, which resolved_by
 // alone does not: "approve" (a permit came of it), "reject" (a resolver or
 // a person refused: the deny stands with a policy reason), "unresolved"
 // (nobody decided: host_error:approval_unresolved), "cancelled" (the

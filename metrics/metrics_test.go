@@ -290,8 +290,8 @@ func TestReasonCardinalityCapped(t *testing.T) {
 	}
 }
 
-// TestApprovalResolution: the resolution label tells a person's reject
-// from a timeout or a failed resolver; outcome stays resolved_by.
+// TestApprovalResolution: the outcome label tells a person's reject from
+// a timeout or a failed resolver; resolved_by is the record's.
 func TestApprovalResolution(t *testing.T) {
 	tests := []struct {
 		resolvedBy string
@@ -316,8 +316,8 @@ func TestApprovalResolution(t *testing.T) {
 			m, _ := newMetrics(t)
 			m.Emission(&points.Record{InterceptionPoint: points.PreToolCall, Mode: points.Enforce, ResolvedBy: tt.resolvedBy,
 				Verdict: points.RecordVerdict{Decision: tt.decision, Reason: tt.reason, Message: tt.message}}, time.Millisecond)
-			if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", tt.resolvedBy, tt.want)); v != 1 {
-				t.Fatalf("approvals{outcome=%s,resolution=%s} = %v", tt.resolvedBy, tt.want, v)
+			if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", tt.want, tt.resolvedBy)); v != 1 {
+				t.Fatalf("approvals{outcome=%s,resolved_by=%s} = %v", tt.want, tt.resolvedBy, v)
 			}
 		})
 	}
@@ -373,7 +373,7 @@ func TestCancelledIsNoHostError(t *testing.T) {
 	if v := testutil.ToFloat64(m.hostErrors.WithLabelValues("pre_tool_call", points.ReasonApprovalResolverFailed)); v != 1 {
 		t.Fatalf("host_errors_total = %v, want 1 (the resolver's own failure only)", v)
 	}
-	if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", "rejection", "cancelled")); v != 1 {
+	if v := testutil.ToFloat64(m.approvals.WithLabelValues("pre_tool_call", "cancelled", "rejection")); v != 1 {
 		t.Fatalf("approvals_total{cancelled} = %v", v)
 	}
 }

@@ -56,6 +56,7 @@ func newWiring(log *slog.Logger) (*wiring, error) {
 // reload that changes records.* applies after a restart).
 func (w *wiring) openSinks(cfg *config.Config) error {
 	sinks := []points.RecordSink{w.ring}
+	w.metrics.MemorySinkOpened("ring")
 	if cfg.Records.File != "" {
 		opts := []audit.Option{audit.WithReporter(w.metrics), audit.WithLogger(w.log), audit.WithRotation(cfg.Records.MaxBytes, cfg.Records.MaxBackups)}
 		if cfg.Records.Fsync {
@@ -201,7 +202,7 @@ func (w *wiring) mount(a *app.App, cfg *config.Config) {
 	r.Method(http.MethodGet, cfg.Metrics.Path, promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{Registry: w.reg}))
 	w.queue().Mount(r, token)
 	r.Method(http.MethodGet, "/agent-hooks/v1/records", a.Server.AdminOnly(w.ring))
-	w.metrics.ConfigReload(true)
+	w.metrics.ConfigLoaded()
 }
 
 // consoleExtra registers the approval resolver kinds: the built-in console
