@@ -286,7 +286,7 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
 		return chatRequest{}, false
 	}
-	body, err := readBounded(w, r.ContentLength, s.opts.MaxRequestBytes, func() ([]byte, error) {
+	body, err := s.readBounded(w, r.ContentLength, s.opts.MaxRequestBytes, func() ([]byte, error) {
 		return s.readBody(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes), r.ContentLength, s.opts.MaxRequestBytes)
 	})
 	if err != nil {
@@ -314,19 +314,39 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 	}
 
 	if v := r.Header.Get(s.opts.SessionHeader); v != "" { // empty: no session named
-		if msg := checkIdent("session id", v); msg != "" {
+		msg := checkIdent("session id", v)
+		if msg == "" && !oneValue(r.Header.Values(s.opts.SessionHeader)) {
+			msg = "the session is named more than once, differently"
+		}
+		if msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
 			return chatRequest{}, false
 		}
 	}
 	allowAgent := st.AllowAgentHeader
 	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
-		if msg := checkIdent("agent id", vs[0]); msg != "" {
+		msg := checkIdent("agent id", vs[0])
+		if msg == "" && !oneValue(vs) {
+			msg = "the agent is named more than once, differently"
+		}
+		if msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
 			return chatRequest{}, false
 		}
 	}
 	return chatRequest{body: body, msgs: msgs, ins: ins, allowAgent: allowAgent}, true
+}
+
+// oneValue reports whether a header's values are all the same: two
+// different session (or agent) names leave it to chance which one a
+// request is judged under.
+func oneValue(vs []string) bool {
+	for _, v := range vs[1:] {
+		if v != vs[0] {
+			return false
+		}
+	}
+	return true
 }
 
 // open runs what precedes a request's model calls: the session's
@@ -1102,15 +1122,27 @@ func perSize(n int64) time.Duration {
 }
 
 // readBounded runs read (of a request body of declared bytes, at most
-// limit) under bodyReadTimeout, then lifts the deadline: left on, it would
-// cut the connection's watch for a client going away, and with it the
-// request, during a long model call.
-func readBounded(w http.ResponseWriter, declared, limit int64, read func() ([]byte, error)) ([]byte, error) {
+// limit) under the body deadline, then lifts it: left on, it would cut the
+// connection's watch for a client going away, and with it the request,
+// during a long model call. A failed read keeps it and marks the answer
+// Connection: close, or net/http would wait, with no deadline, for the
+// rest of the body before it sends the error (its drain of an unread
+// body), and a client that stalled mid-body would hold the connection
+// for as long as it liked.
+func (s *Server) readBounded(w http.ResponseWriter, declared, limit int64, read func() ([]byte, error)) ([]byte, error) {
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(bodyDeadline(declared, limit))) // unsupported writers (tests) have none
+	d := bodyDeadline(declared, limit)
+	if s.bodyTimeout > 0 {
+		d = s.bodyTimeout
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(d)) // unsupported writers (tests) have none
 	b, err := read()
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
 	_ = rc.SetReadDeadline(time.Time{})
-	return b, err
+	return b, nil
 }
 
 // writeDeadline bounds writing a held answer of n bytes: a minute, and a
@@ -1215,9 +1247,11 @@ func checkChatRequest(body []byte) string {
 	}
 	// The top level in one walk that jumps over values: each gjson Get of
 	// a member after messages would read the whole history again.
-	var msgs, model, fns, fnCall, n []byte
+	var msgs, model, fns, fnCall, n, stream []byte
 	points.ForEachMember(body, func(name string, v []byte) bool {
 		switch name {
+		case "stream":
+			stream = v
 		case "messages":
 			msgs = v
 		case "model":
@@ -1289,6 +1323,11 @@ func checkChatRequest(body []byte) string {
 	}
 	if model != nil && model[0] != '"' {
 		return "'model' must be a string"
+	}
+	if stream != nil && string(stream) != "true" && string(stream) != "false" && string(stream) != "null" {
+		// Read as false, a "yes" the upstream takes for true would stream
+		// an answer the proxy holds as a JSON body.
+		return "'stream' must be a boolean"
 	}
 	for _, kv := range []struct {
 		k string

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -78,23 +79,36 @@ func pathParam(r *http.Request, name string) string {
 	return v
 }
 
-func hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, bool) {
-	return hostBodyOr(w, r, max, "")
+func (s *Server) hostBody(w http.ResponseWriter, r *http.Request, max int64) (gjson.Result, bool) {
+	return s.hostBodyOr(w, r, max, "")
 }
 
 // hostBodyOr is hostBody where an empty body stands for empty (a JSON
 // object; "" refuses it).
-func hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string) (gjson.Result, bool) {
-	b, err := readBounded(w, r.ContentLength, max, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
+func (s *Server) hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string) (gjson.Result, bool) {
+	b, err := s.readBounded(w, r.ContentLength, max, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body too large or unreadable", "request_too_large")
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body exceeds "+strconv.FormatInt(max, 10)+" bytes", "request_too_large")
+		} else {
+			writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", "invalid_request")
+		}
 		return gjson.Result{}, false
 	}
 	if len(bytes.TrimSpace(b)) == 0 && empty != "" {
 		b = []byte(empty)
 	}
-	if !points.DepthWithin(b, points.DefaultMaxDepth) || !gjson.ValidBytes(b) || !gjson.ParseBytes(b).IsObject() {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body must be a JSON object", "invalid_request")
+	var problem string
+	switch {
+	case !points.DepthWithin(b, points.DefaultMaxDepth):
+		problem = "request body nests deeper than " + strconv.Itoa(points.DefaultMaxDepth) + " levels"
+	case !gjson.ValidBytes(b):
+		problem = "request body is not valid JSON"
+	case !gjson.ParseBytes(b).IsObject():
+		problem = "request body must be a JSON object"
+	}
+	if problem != "" {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", problem, "invalid_request")
 		return gjson.Result{}, false
 	}
 	if err := points.CheckEncoding(b, 0); err != nil { // duplicates, as checkChatRequest
@@ -179,7 +193,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return
 	}
-	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
+	body, ok := s.hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
 	}
@@ -241,7 +255,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
 		return
 	}
-	body, ok := hostBody(w, r, s.opts.MaxRequestBytes)
+	body, ok := s.hostBody(w, r, s.opts.MaxRequestBytes)
 	if !ok {
 		return
 	}
@@ -361,7 +375,7 @@ func (s *Server) postAgain(ctx context.Context, sess *session, cid string, sum [
 
 func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
-	body, ok := hostBodyOr(w, r, 1<<16, "{}")
+	body, ok := s.hostBodyOr(w, r, 1<<16, "{}")
 	if !ok {
 		return
 	}

@@ -122,6 +122,8 @@ type Server struct {
 	lend    sync.Pool // *[]byte lent to one request (run.buffer)
 	streams sync.Pool // *ChatStream, reused by holdStream
 	judged  *judgedResults
+	// bodyTimeout, when set, replaces the request body deadline (tests).
+	bodyTimeout time.Duration
 }
 
 // maxJudgedResults bounds the cross-session memory of judged tool
