@@ -208,11 +208,20 @@ func (s *scanner) fail(problem string) error {
 	return &DomainError{Path: s.path(), Problem: problem}
 }
 
+// maxPathSegments bounds the segments path renders: a value nested past
+// the depth bound would otherwise name a hundred of them, and the record's
+// message would be cut before the problem.
+const maxPathSegments = 16
+
 // path renders the location of the scanner's current value.
 func (s *scanner) path() string {
 	var b strings.Builder
 	b.WriteByte('$')
 	for i := 0; i < s.n; i++ {
+		if i == maxPathSegments {
+			b.WriteString("…")
+			break
+		}
 		f := &s.stack[i]
 		if !f.object {
 			b.WriteByte('[')

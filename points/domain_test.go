@@ -88,6 +88,7 @@ func TestCheckDomain(t *testing.T) {
 		{name: "object member depth", raw: `{"a":{"b":1}}`, depth: 2, problem: ProblemDepth, path: "$.a.b"},
 		{name: "default 128 ok", raw: nested("[", "]", 127, "1")},
 		{name: "default 128 exceeded", raw: nested("[", "]", 128, "1"), problem: ProblemDepth},
+		{name: "deep path is cut", raw: nested("[", "]", 20, "1"), depth: 18, problem: ProblemDepth, path: "$" + strings.Repeat("[0]", 16) + "…"},
 		{name: "empty at 128", raw: nested("[", "]", 128, "")},
 		{name: "deep garbage", raw: nested("[", "", 100000, ""), problem: ProblemDepth},
 		// Names that are not short identifiers are withheld from the path.

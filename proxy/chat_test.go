@@ -303,6 +303,8 @@ func TestBadRequests(t *testing.T) {
 		{"empty messages", `{"messages":[]}`, "application/json", 400},
 		{"text content type", hello, "text/plain", 400},
 		{"n=2", `{"n":2,"messages":[{"role":"user","content":"x"}]}`, "application/json", 400},
+		{"stream a string", `{"stream":"yes","messages":[{"role":"user","content":"x"}]}`, "application/json", 400},
+		{"stream a number", `{"stream":1,"messages":[{"role":"user","content":"x"}]}`, "application/json", 400},
 		{"too large", `{"messages":[{"role":"user","content":"` + strings.Repeat("x", 9<<20) + `"}]}`, "application/json", 413},
 	}
 	for _, c := range cases {
@@ -320,8 +322,33 @@ func TestBadRequests(t *testing.T) {
 			}
 		})
 	}
+	// A session named twice, differently; the same name twice is one.
+	for _, hs := range [][]string{{"X-Agent-Hooks-Session", "s1", "s2"}} {
+		req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Add(hs[0], hs[1])
+		req.Header.Add(hs[0], hs[2])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(gjson.GetBytes(b, "error.message").Str, "more than once") {
+			t.Fatalf("%s twice: %d %s", hs[0], resp.StatusCode, b)
+		}
+	}
 	if len(*got) != 0 {
 		t.Fatalf("bad requests reached the upstream: %d", len(*got))
+	}
+	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Add("X-Agent-Hooks-Session", "s1")
+	req.Header.Add("X-Agent-Hooks-Session", "s1")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the same session twice: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	resp, err := http.Get(p.URL + "/v1/embeddings")
 	if err != nil {

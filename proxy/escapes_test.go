@@ -198,9 +198,25 @@ func TestObjectContentTransformSentAsJSONText(t *testing.T) {
 func TestDeepToolArgumentsRefused(t *testing.T) {
 	deep := strings.Repeat("[", 200) + strings.Repeat("]", 200)
 	for _, args := range []string{`{"a":` + deep + `}`, `{"a":` + deep} {
-		if got := argsObject(args); points.DepthWithin(got, points.DefaultMaxDepth) {
-			t.Fatalf("%.20s... became %.40s, within the depth bound", args, got)
+		if got := argsObject(args); points.DepthWithin(got, points.DefaultMaxDepth) || got[0] != '{' {
+			t.Fatalf("%.20s... became %.40s, within the depth bound or not an object", args, got)
 		}
+	}
+	// End to end the record names the depth, not the arguments' type.
+	deepArgs := strings.Repeat(`{\"a\":`, 129) + "1" + strings.Repeat("}", 129)
+	up, _ := seqUpstream(t, fetchCall(deepArgs, "tool_calls"))
+	p := newProxy(t, up.URL, allowAll())
+	if r, b := post(t, p.URL, hello); r.StatusCode != 503 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	var post *points.Record
+	for _, r := range p.sink.Records() {
+		if r.InterceptionPoint == points.PostModelCall {
+			post = r
+		}
+	}
+	if post == nil || post.Verdict.Reason != points.ReasonContextInvalid || !strings.Contains(post.Verdict.Message, "depth") {
+		t.Fatalf("post_model_call record: %+v", post)
 	}
 }
 

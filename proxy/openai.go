@@ -156,8 +156,9 @@ func argsObject(s string) []byte {
 
 // tooDeep stands in for a value nested past the contract's depth bound: a
 // JSON value the emission refuses (host_error:context_invalid), whatever
-// the original's syntax.
-var tooDeep = []byte(strings.Repeat("[", points.DefaultMaxDepth+1) + strings.Repeat("]", points.DefaultMaxDepth+1))
+// the original's syntax. It is an object, so that it passes for arguments
+// and the record names the depth, not the arguments' type.
+var tooDeep = []byte(strings.Repeat(`{"":`, points.DefaultMaxDepth+1) + "0" + strings.Repeat("}", points.DefaultMaxDepth+1))
 
 // minimalEscapes rewrites, inside the JSON strings of s (which need not be
 // valid JSON), the escapes that stand for a character that needs none:
