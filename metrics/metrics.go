@@ -31,7 +31,7 @@
 //	hooksproxy_config_reloads_total{result}                       counter (success|failure)
 //	hooksproxy_config_last_reload_successful                      gauge
 //	hooksproxy_config_last_reload_success_timestamp_seconds       gauge
-//	hooksproxy_upstream_requests_total{code,stream}               counter (code "error": no response)
+//	hooksproxy_upstream_requests_total{code,stream}               counter (code "error": no response, or a stream cut short)
 //	hooksproxy_upstream_request_duration_seconds{class,stream}    histogram (class 2xx..5xx|error)
 //	hooksproxy_buffered_response_bytes                            histogram
 //	hooksproxy_held_streams                                       gauge
@@ -181,7 +181,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.configReloads = counter("config_reloads_total", "Configuration reload attempts by result.", "result")
 	m.configLastOK = gauge("config_last_reload_successful", "Whether the last configuration reload succeeded (1) or not (0).")
 	m.configLastOKTime = gauge("config_last_reload_success_timestamp_seconds", "Unix time of the last successful configuration load.")
-	m.upstreamRequests = counter("upstream_requests_total", "Upstream model API calls by HTTP status code (error when none arrived) and streaming.", "code", "stream")
+	m.upstreamRequests = counter("upstream_requests_total", "Upstream model API calls by HTTP status code (error when none arrived or its stream was cut short) and streaming.", "code", "stream")
 	m.upstreamDuration = histogram("upstream_request_duration_seconds", "Upstream model API call duration by status class and streaming.", upstreamBuckets(), "class", "stream")
 	m.bufferedBytes = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "buffered_response_bytes", Help: "Size of each response held until its verdicts passed.", Buckets: bytesBuckets()})
 	m.heldStreams = gauge("held_streams", "Streams currently held back until their verdicts pass.")

@@ -734,7 +734,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			}
 		}()
 		t.held, t.completion, err = s.holdStream(answer, rn.buffer)
-		s.opts.Metrics.UpstreamRequest(resp.StatusCode, true, time.Since(upStart))
+		code := resp.StatusCode
+		if err != nil && ctx.Err() == nil && streamBroke(err) {
+			code = 0 // no complete response arrived: counted as the upstream's error
+		}
+		s.opts.Metrics.UpstreamRequest(code, true, time.Since(upStart))
 		if err == nil {
 			drainAfterDone(resp.Body, cancel)
 		}
@@ -860,13 +864,9 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, upErr.code())
 		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream timed out during its stream; nothing of it was released", "upstream_unavailable")
-		rn.upstreamFailed()
-	case errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrStreamRead):
-		// Cut short, reset or broken: the upstream's failure, answered
-		// as such (no post_model_call: there is no response to judge).
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream ended before data: [DONE]; nothing of it was released", "upstream_stream_incomplete")
-		rn.upstreamFailed()
+		rn.streamBroken("upstream timed out during its stream", "upstream_unavailable")
+	case streamBroke(err):
+		rn.streamBroken("upstream stream ended before data: [DONE]", "upstream_stream_incomplete")
 	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonUnsupportedTool:
 		// Well formed, but a tool no point can judge: fail closed as a
 		// json answer with one does.
@@ -882,6 +882,24 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// Over max_buffered_response_bytes: the proxy cannot hold it.
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
 	}
+}
+
+// streamBroke reports whether a held stream failed because the upstream
+// did not finish it: cut short, reset, unreadable or timed out.
+func streamBroke(err error) bool {
+	return errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrStreamRead) ||
+		errors.Is(err, context.DeadlineExceeded)
+}
+
+// streamBroken answers a stream the upstream did not finish: an errored
+// model call (§12.1), whose post_model_call is not emitted, as there is
+// no response to judge; the stream_incomplete shape is for a stream the
+// host received but cannot hold. Nothing of it is released; the client
+// is answered 502, which SDKs retry, and the upstream metrics count the
+// call as an error (code "error").
+func (rn *run) streamBroken(detail, code string) {
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", detail+"; nothing of it was released", code)
+	rn.upstreamFailed()
 }
 
 // code is the error's code for an OpenAI-shaped body, or nil.

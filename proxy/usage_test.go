@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -291,7 +292,14 @@ func TestUpstreamFailureInsideAStream(t *testing.T) {
 			}))
 			defer up.Close()
 			p := newProxy(t, up.URL, allowAll())
+			codes := &upstreamCodes{}
+			p.srv.opts.Metrics = codes
 			r, b := post(t, p.URL, helloStream)
+			// A stream cut short is counted as an error (no complete
+			// response arrived); an error event is a response, status 200.
+			if want := map[bool]int{true: 0, false: 200}[tc.name == "cut short"]; len(codes.got) != 1 || codes.got[0] != want {
+				t.Fatalf("upstream metric codes %v, want [%d]", codes.got, want)
+			}
 			if r.StatusCode != 502 || gjson.GetBytes(b, "error.type").Str != "upstream_error" || gjson.GetBytes(b, "error.code").Str != tc.code ||
 				strings.Contains(string(b), "Hel\"") || r.Header.Get("X-Should-Retry") == "false" {
 				t.Fatalf("%d %v %s", r.StatusCode, r.Header, b)
@@ -301,6 +309,19 @@ func TestUpstreamFailureInsideAStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// upstreamCodes records the status each upstream call is counted under.
+type upstreamCodes struct {
+	noMetrics
+	mu  sync.Mutex
+	got []int
+}
+
+func (u *upstreamCodes) UpstreamRequest(status int, _ bool, _ time.Duration) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = append(u.got, status)
 }
 
 func TestHeadHealthz(t *testing.T) {
