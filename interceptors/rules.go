@@ -1,7 +1,9 @@
 package interceptors
 
 import (
+	"bytes"
 	"context"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -206,17 +208,30 @@ type Rules struct {
 
 func newRules(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	var c rulesConfig
-	derr := decodeConfig(config, &c) // what did decode is still checked (problems.after)
+	var derr error
+	root := configRoot + ".rules"
+	if raw := bytes.TrimSpace(config); len(raw) > 0 && raw[0] == '[' {
+		// A bare list of rules, as a CTK vector's interceptor_script is
+		// written: pasted as it is, its problems are named where they are.
+		root = configRoot
+		if !gjson.ValidBytes(raw) {
+			return nil, cfgErr(configRoot, "not valid JSON")
+		}
+		c.Rules = []ruleConfig{}
+		derr = decodeValue(configRoot, gjson.ParseBytes(raw), reflect.ValueOf(&c.Rules).Elem())
+	} else {
+		derr = decodeConfig(config, &c) // what did decode is still checked (problems.after)
+	}
 	if c.Rules == nil {
 		if derr != nil {
 			return nil, derr
 		}
-		return nil, cfgErr(configRoot+".rules", "required")
+		return nil, cfgErr(root, "required")
 	}
 	out := &Rules{def: c.Default}
 	var ps problems
 	for i, rc := range c.Rules {
-		at := indexPath(configRoot+".rules", i)
+		at := indexPath(root, i)
 		if !rc.Return.set {
 			ps.add(cfgErr(at+".return", "required"))
 		}

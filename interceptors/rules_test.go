@@ -56,6 +56,30 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// TestRulesBareList: a CTK vector's interceptor_script, a bare list of
+// rules, is a rules config as it is, and its problems are named where they
+// are in it.
+func TestRulesBareList(t *testing.T) {
+	ic := build(t, KindRules, `[{"at":"input","match":{"input.content":{"regex":"block"}},"return":{"decision":"deny","reason":"ctk:input_blocked"}}]`)
+	if got := verdictSummary(run(t, ic, inputCtx(t, `"please block this"`))); got != "deny ctk:input_blocked" {
+		t.Errorf("matching input: %q", got)
+	}
+	if got := verdictSummary(run(t, ic, inputCtx(t, `"fine"`))); got != "allow" {
+		t.Errorf("other input: %q", got)
+	}
+	if got := verdictSummary(run(t, build(t, KindRules, `[]`), inputCtx(t, `"x"`))); got != "allow" {
+		t.Errorf("empty list: %q", got)
+	}
+	_, err := kind(t, KindRules).New("b1", []byte(`[{"at":"input","return":{"decision":"deny"}},{"at":"nowhere","bogus":1}]`), Env{})
+	paths := configErrorPaths(err)
+	if !slices.Contains(paths, "config[1].bogus") || !slices.Contains(paths, "config[1].at") || !slices.Contains(paths, "config[1].return") {
+		t.Errorf("problems at %v (%v)", paths, err)
+	}
+	if _, err := kind(t, KindRules).New("b1", []byte(`[{"at":"input"`), Env{}); err == nil {
+		t.Error("truncated list accepted")
+	}
+}
+
 func TestRulesNoMatchNoDefault(t *testing.T) {
 	ic := build(t, KindRules, `{"rules":[{"at":"input","return":{"decision":"deny"}}]}`)
 	if got := verdictSummary(run(t, ic, outputCtx(t, `"x"`))); got != "allow" {
