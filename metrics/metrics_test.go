@@ -333,7 +333,7 @@ func TestUpstreamStatusOutOfRangeIsError(t *testing.T) {
 	}
 	m.UpstreamRequest(503, false, time.Millisecond)
 	want := `
-# HELP hooksproxy_upstream_requests_total Upstream model API calls by HTTP status code (error when none arrived) and streaming.
+# HELP hooksproxy_upstream_requests_total Upstream model API calls by HTTP status code (error when none arrived or its stream was cut short) and streaming.
 # TYPE hooksproxy_upstream_requests_total counter
 hooksproxy_upstream_requests_total{code="503",stream="false"} 1
 hooksproxy_upstream_requests_total{code="error",stream="false"} 5
