@@ -354,7 +354,8 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	bindings := e.byPoint[p]
 	var (
 		out      outcome
-		inputID  *string
+		inputID  string // with hasInput: the input identity
+		hasInput bool
 		rejected bool
 	)
 	switch {
@@ -386,7 +387,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		if err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, "identity provider rejected the context: "+errorClass(err)), true
 		} else {
-			inputID = &id
+			inputID, hasInput = id, true
 		}
 	}
 	work := raw
@@ -408,7 +409,10 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	}
 
 	// Enforced identity and the post-fold domain check (§10.3).
-	var enforcedID *string
+	var (
+		enforcedID  string // with hasEnforced: the enforced identity
+		hasEnforced bool
+	)
 	changed := !rejected && e.cfg.Mode == Enforce && !bytes.Equal(work, raw)
 	if !rejected {
 		if changed {
@@ -428,24 +432,33 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 				}
 			} else if e.cfg.Identity != nil {
 				if id, err := e.identity(work); err == nil {
-					enforcedID = &id
+					enforcedID, hasEnforced = id, true
 				} else if out.combined.Decision.Permits() {
 					out.combined = hostError(ReasonContextInvalid, "identity provider rejected the enforced context")
 					out.decidedBy = nil
 				}
 			}
-		} else {
-			enforcedID = inputID
 		}
 	}
 
-	rec := &Record{
+	rec, ids, summaries := newRecord(len(out.verdicts))
+	*rec = Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(out.combined),
-		InputIdentity: inputID, EnforcedIdentity: enforcedID, IdentityProvider: e.providerName,
-		Sequence: -1, DecidedBy: out.decidedBy,
+		IdentityProvider: e.providerName, Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
 		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
 		InterceptorsRegistered: len(bindings),
+	}
+	if hasInput {
+		ids[0] = inputID
+		rec.InputIdentity = &ids[0]
+		if !rejected && !changed {
+			rec.EnforcedIdentity = rec.InputIdentity // the input is what is enforced
+		}
+	}
+	if hasEnforced {
+		ids[1] = enforcedID
+		rec.EnforcedIdentity = &ids[1]
 	}
 	if e.cfg.HostMembers {
 		rec.HTTPRequestID = RequestIDFrom(ctx)
@@ -471,7 +484,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	}
 	rec.Verdicts = e.noVerdicts()
 	if len(out.verdicts) > 0 {
-		rec.Verdicts = make([]VerdictSummary, len(out.verdicts))
+		rec.Verdicts = summaries
 		for i, v := range out.verdicts {
 			rec.Verdicts[i] = VerdictSummary{Index: i, Decision: v.Decision, Reason: v.Reason, Name: bindings[i].Name}
 		}
@@ -498,6 +511,53 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		res.Context = raw
 	}
 	return res
+}
+
+// recordWith1, 2 and 4 are a record allocated together with the
+// identities it points at and the summaries of up to 1, 2 or 4 verdicts:
+// one allocation per emission instead of three, for the binding counts
+// real policy sets have at a point, each sized so that a record takes
+// little more memory than its three allocations did.
+type (
+	recordWith1 struct {
+		rec      Record
+		ids      [2]string
+		verdicts [1]VerdictSummary
+	}
+	recordWith2 struct {
+		rec      Record
+		ids      [2]string
+		verdicts [2]VerdictSummary
+	}
+	recordWith4 struct {
+		rec      Record
+		ids      [2]string
+		verdicts [4]VerdictSummary
+	}
+	recordWithIDs struct {
+		rec Record
+		ids [2]string
+	}
+)
+
+// newRecord returns a zero record, storage for its input and enforced
+// identities, and a slice of n verdict summaries, allocated at once where
+// n is small. The summaries are capped at n, so an append to the record's
+// verdicts copies rather than writes into the rest of the block.
+func newRecord(n int) (*Record, *[2]string, []VerdictSummary) {
+	switch {
+	case n <= 1:
+		b := new(recordWith1)
+		return &b.rec, &b.ids, b.verdicts[:n:n]
+	case n <= 2:
+		b := new(recordWith2)
+		return &b.rec, &b.ids, b.verdicts[:n:n]
+	case n <= 4:
+		b := new(recordWith4)
+		return &b.rec, &b.ids, b.verdicts[:n:n]
+	}
+	b := new(recordWithIDs)
+	return &b.rec, &b.ids, make([]VerdictSummary, n)
 }
 
 // identity runs the provider with panic containment.
