@@ -107,6 +107,10 @@ type Emitter struct {
 	// verdict is 152 bytes of pointers, and every emission needs two per
 	// binding only until its record is made.
 	verdictBufs sync.Pool
+	// contexts recycles the *Context of inline calls to sharers
+	// (callInner): such a call is over when Intercept returns, and a
+	// sharer keeps nothing of its context past that.
+	contexts sync.Pool
 }
 
 // NewEmitter validates cfg and returns an Emitter.
@@ -644,15 +648,42 @@ func (e *Emitter) callInner(ctx context.Context, p Point, b Binding, raw []byte,
 	if timeout == 0 {
 		timeout = e.cfg.InterceptorTimeout
 	}
+	shares, inline := sharesContext(b.Interceptor), runsInline(b.Interceptor)
+	if shares && inline {
+		c := e.getContext(raw, p)
+		v, elapsed := e.callInline(ctx, b, c, timeout, start)
+		e.putContext(c)
+		return v, elapsed
+	}
 	c := &Context{raw: raw, point: p}
-	if !sharesContext(b.Interceptor) {
+	if !shares {
 		c.raw = bytes.Clone(raw)
 	}
-	if runsInline(b.Interceptor) {
+	if inline {
 		return e.callInline(ctx, b, c, timeout, start)
 	}
 	v := e.callGoroutine(ctx, b, c, timeout)
 	return v, time.Since(start)
+}
+
+// getContext returns a pooled Context over the shared bytes raw, for an
+// inline call to a sharer.
+func (e *Emitter) getContext(raw []byte, p Point) *Context {
+	c, _ := e.contexts.Get().(*Context)
+	if c == nil {
+		c = new(Context)
+	}
+	c.raw, c.point = raw, p
+	return c
+}
+
+// putContext returns c once its call is over. It is cleared first, its
+// index too: the pool must not pin the bytes of a context (a lent buffer,
+// megabytes of messages) past its emission. callInline recovers a
+// panicking Intercept, so c is not put back while the call runs.
+func (e *Emitter) putContext(c *Context) {
+	*c = Context{}
+	e.contexts.Put(c)
 }
 
 // callGoroutine runs an interceptor on a pooled goroutine under its

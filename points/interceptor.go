@@ -33,10 +33,11 @@ type DenialObserver interface {
 // instead of a private copy: isolation (§7) holds because nobody writes
 // them, as the reference core's read-only borrow does, and a megabyte of
 // messages is not copied once per interceptor. A sharer keeps no part of
-// the bytes (a Context.Get result or Raw itself) once Intercept returns:
-// the host may build another emission's context in the same memory
-// (Emitter.EmitIn). Clone what must outlive the call; the emitter copies
-// the verdict it returns.
+// the bytes (a Context.Get result or Raw itself), nor the *Context, once
+// Intercept returns: the host may build another emission's context in the
+// same memory (Emitter.EmitIn), and the emitter reuses an inline sharer's
+// Context for a later call. Clone what must outlive the call; the emitter
+// copies the verdict it returns.
 type ContextSharer interface {
 	SharesContext() bool
 }
