@@ -290,11 +290,15 @@ type Agent struct {
 // session id and the strictly increasing, atomically assigned sequence
 // (§3.1, §12.2). It is safe for concurrent emissions.
 type Session struct {
-	agent   Agent
-	id      string
-	extra   []Member
-	head    []byte // pre-rendered "agent" and "session" members
-	seq     *atomic.Int64
+	agent Agent
+	id    string
+	extra []Member
+	head  []byte // pre-rendered "agent" and "session" members
+	seq   *atomic.Int64
+	// ownSeq is seq for a session that continues none (NewSession), so
+	// that starting one is an allocation fewer; a session continuing it
+	// shares it, and so keeps this (small) Session reachable.
+	ownSeq  atomic.Int64
 	started time.Time
 
 	headOnce sync.Once
@@ -303,7 +307,7 @@ type Session struct {
 
 // NewSession starts a session whose first emission gets sequence 0.
 func NewSession(agent Agent, sessionID string, extra ...Member) *Session {
-	return newSession(agent, sessionID, new(atomic.Int64), extra)
+	return newSession(agent, sessionID, nil, extra)
 }
 
 // Continue starts a session under s's id whose sequence goes on from s's
@@ -314,9 +318,17 @@ func (s *Session) Continue(agent Agent, extra ...Member) *Session {
 	return newSession(agent, s.id, s.seq, extra)
 }
 
+// newSession starts a session on seq (nil: a sequence of its own).
 func newSession(agent Agent, sessionID string, seq *atomic.Int64, extra []Member) *Session {
 	s := &Session{agent: agent, id: sessionID, extra: extra, started: time.Now(), seq: seq}
-	h := []byte(`,"agent":{"id":`)
+	if seq == nil {
+		s.seq = &s.ownSeq
+	}
+	// Sized for the members below when nothing needs escaping, so that
+	// head is made in one allocation, not grown in four.
+	n := len(`,"agent":{"id":"","framework":"","name":"","version":""},"session":{"id":""}`) +
+		len(agent.ID) + len(agent.Framework) + len(agent.Name) + len(agent.Version) + len(sessionID)
+	h := append(make([]byte, 0, n), `,"agent":{"id":`...)
 	h = appendQuoted(h, agent.ID)
 	h = append(h, `,"framework":`...)
 	h = appendQuoted(h, agent.Framework)

@@ -33,10 +33,12 @@ type session struct {
 	// number of messages of the client request whose answer carried it
 	// (-1 when unknown: a host API pre), by which a follow-up is told
 	// from a request that only reuses an old id (continuesTurn).
+	// callIDs, answered and tools are made on their first entry: most
+	// sessions (every header-less run without tool calls) never have one.
 	callIDs map[string]int
 	// answered are the call ids whose results earlier requests carried.
 	answered map[string]struct{}
-	tools    map[string]*toolCall
+	tools    map[string]*toolCall // written by addTool
 	inFlight int
 	// startDone is closed once agent_startup has a verdict; requests that
 	// join a session wait for it (§6.1a: nothing before startup).
@@ -59,6 +61,14 @@ type session struct {
 	// the user and system messages before its calls are those
 	// (continuesTurn).
 	turnInputs map[string][32]byte
+}
+
+// addTool enters tc under id; call with s.mu held.
+func (s *session) addTool(id string, tc *toolCall) {
+	if s.tools == nil {
+		s.tools = map[string]*toolCall{}
+	}
+	s.tools[id] = tc
 }
 
 func (s *session) touch(now time.Time) {
@@ -158,7 +168,7 @@ func (ss *sessions) getAs(id, agentID string, headerless bool, now time.Time) (s
 			break
 		}
 	}
-	s = &session{ps: ps, headerless: headerless, lastActive: now, callIDs: map[string]int{}, answered: map[string]struct{}{}, tools: map[string]*toolCall{}, inFlight: 1, startDone: make(chan struct{})}
+	s = &session{ps: ps, headerless: headerless, lastActive: now, inFlight: 1, startDone: make(chan struct{})}
 	ss.byID[id] = s
 	var evict *session
 	if len(ss.byID) > ss.max {
@@ -486,6 +496,9 @@ func (ss *sessions) linkWith(s *session, ids []string, histLen int, inputs func(
 			ss.byCall[id] = append(ss.byCall[id], s)
 		}
 		if old, ok := s.callIDs[id]; !ok || old < 0 {
+			if s.callIDs == nil {
+				s.callIDs = map[string]int{}
+			}
 			s.callIDs[id] = histLen
 		}
 	}
@@ -500,6 +513,9 @@ func (ss *sessions) answer(s *session, ids []string) {
 	defer ss.mu.Unlock()
 	for _, id := range ids {
 		if _, ok := s.callIDs[id]; ok {
+			if s.answered == nil {
+				s.answered = map[string]struct{}{}
+			}
 			s.answered[strings.Clone(id)] = struct{}{}
 		}
 	}

@@ -118,7 +118,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 	// the request only borrows: the session keeps clones. args is the
 	// caller's own (argsObject's copy, a host API body).
 	tc := &toolCall{name: strings.Clone(name), ready: make(chan struct{}), reqArgs: args, idKey: strings.Clone(id)}
-	sess.tools[tc.idKey] = tc
+	sess.addTool(tc.idKey, tc)
 	sess.mu.Unlock()
 	r := em.Emit(ctx, sess.ps, points.PreToolCallEvent(id, name, args))
 	sess.mu.Lock()
@@ -167,7 +167,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	if tc == nil && seen != nil {
 		tc = &toolCall{name: strings.Clone(seen.name), preDone: true, proceed: true, args: argsObject(seen.argsRaw), adopted: true,
 			sentArgs: strings.Clone(seen.argsRaw)} // the history's bytes stay as they are
-		sess.tools[strings.Clone(id)] = tc
+		sess.addTool(strings.Clone(id), tc)
 	}
 	if tc != nil && !tc.preDone && tc.ready != nil {
 		// Its pre is still deciding (an approval, say): the result waits
@@ -236,7 +236,7 @@ func (s *Server) judgedHere(em *points.Emitter, sess *session, id string, call s
 	if judged && replace != nil {
 		// The original of a result a verdict changed: the model gets the
 		// verdicted content again (the rebuild below applies it).
-		sess.tools[strings.Clone(id)] = &toolCall{preDone: true, proceed: true, postDone: true, result: replace, adopted: true, idKey: strings.Clone(id)}
+		sess.addTool(strings.Clone(id), &toolCall{preDone: true, proceed: true, postDone: true, result: replace, adopted: true, idKey: strings.Clone(id)})
 	}
 	return judged
 }
