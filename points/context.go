@@ -165,7 +165,11 @@ func (ev Event) With(key string, value json.RawMessage) Event {
 	return ev
 }
 
-func quote(s string) json.RawMessage { return appendQuoted(nil, s) }
+// The builders below size their buffers for the member they write when
+// nothing needs escaping: each member is then one allocation, not one per
+// doubling (an event's members used to take 2 to 4 each).
+
+func quote(s string) json.RawMessage { return appendQuoted(make([]byte, 0, len(s)+2), s) }
 
 // StartupEvent builds agent_startup with the registered tool names.
 func StartupEvent(tools []string) Event {
@@ -179,7 +183,8 @@ func StartupEvent(tools []string) Event {
 // InputEvent builds input; content is a JSON string or object, role is
 // user, system or external.
 func InputEvent(content json.RawMessage, role string) Event {
-	v := append([]byte(`{"content":`), content...)
+	v := append(make([]byte, 0, len(`{"content":,"role":""}`)+len(content)+len(role)), `{"content":`...)
+	v = append(v, content...)
 	v = append(v, `,"role":`...)
 	v = appendQuoted(v, role)
 	v = append(v, '}')
@@ -189,7 +194,7 @@ func InputEvent(content json.RawMessage, role string) Event {
 // PreModelCallEvent builds pre_model_call over the model id and the messages array.
 func PreModelCallEvent(modelID string, messages json.RawMessage) Event {
 	return Event{Point: PreModelCall, Members: []Member{
-		{"model", jsonObject("id", quote(modelID))},
+		{"model", stringObject("id", modelID)},
 		{"messages", messages},
 	}}
 }
@@ -198,7 +203,7 @@ func PreModelCallEvent(modelID string, messages json.RawMessage) Event {
 // assembled response {content, tool_calls, finish_reason}.
 func PostModelCallEvent(modelID string, response json.RawMessage) Event {
 	return Event{Point: PostModelCall, Members: []Member{
-		{"model", jsonObject("id", quote(modelID))},
+		{"model", stringObject("id", modelID)},
 		{"response", response},
 	}}
 }
@@ -214,7 +219,8 @@ func PostToolCallEvent(id, name string, args, value json.RawMessage, isError boo
 	if value == nil {
 		value = json.RawMessage("null")
 	}
-	r := append([]byte(`{"value":`), value...)
+	r := append(make([]byte, 0, len(`{"value":,"is_error":false}`)+len(value)), `{"value":`...)
+	r = append(r, value...)
 	r = append(r, `,"is_error":`...)
 	r = strconv.AppendBool(r, isError)
 	r = append(r, '}')
@@ -235,14 +241,15 @@ func OutputEventIn(dst []byte, content json.RawMessage) Event {
 
 // ShutdownEvent builds agent_shutdown; reason is completed, error or cancelled.
 func ShutdownEvent(reason string) Event {
-	return Event{Point: AgentShutdown, Members: []Member{{"summary", jsonObject("reason", quote(reason))}}}
+	return Event{Point: AgentShutdown, Members: []Member{{"summary", stringObject("reason", reason)}}}
 }
 
 func toolCall(id, name string, args json.RawMessage) json.RawMessage {
 	if args == nil {
 		args = json.RawMessage("{}")
 	}
-	v := append([]byte(`{"id":`), quote(id)...)
+	v := append(make([]byte, 0, len(`{"id":"","name":"","args":}`)+len(id)+len(name)+len(args)), `{"id":`...)
+	v = appendQuoted(v, id)
 	v = append(v, `,"name":`...)
 	v = appendQuoted(v, name)
 	v = append(v, `,"args":`...)
@@ -251,7 +258,15 @@ func toolCall(id, name string, args json.RawMessage) json.RawMessage {
 }
 
 func jsonObject(key string, value json.RawMessage) json.RawMessage {
-	return appendObject(nil, key, value)
+	return appendObject(make([]byte, 0, len(`{"":}`)+len(key)+len(value)), key, value)
+}
+
+// stringObject is jsonObject(key, quote(s)) in one allocation.
+func stringObject(key, s string) json.RawMessage {
+	v := appendQuoted(append(make([]byte, 0, len(`{"":""}`)+len(key)+len(s)), '{'), key)
+	v = append(v, ':')
+	v = appendQuoted(v, s)
+	return append(v, '}')
 }
 
 // appendObject appends the one-member object {key: value} to dst.

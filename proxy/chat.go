@@ -1389,7 +1389,7 @@ func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Resul
 	return s.sessions.getAs(newID("run_"), agentID, true, now)
 }
 
-func quoteJSON(s string) []byte { return appendString(nil, s) }
+func quoteJSON(s string) []byte { return appendString(make([]byte, 0, len(s)+2), s) }
 
 // toolCallIDsOf lists the ids of a completion's tool calls (choice 0).
 func toolCallIDsOf(completion []byte) []string {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -225,4 +226,17 @@ func TestDeepToolArgumentsRefused(t *testing.T) {
 func fetchCall(args, finish string) string {
 	return `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
 		`{"id":"call_a","type":"function","function":{"name":"fetch","arguments":"` + args + `"}}]},"finish_reason":"` + finish + `"}]}`
+}
+
+func TestAppendStringMatchesMarshal(t *testing.T) {
+	// appendString's fast path must write what json.Marshal writes.
+	for _, s := range []string{"", "req_0123abcd", "gpt-4o-mini", "a b~", "\x7f", "q\"", `b\s`, "<x>", "a&b", "tab\t", "café", "\u2028", "\xff", strings.Repeat("x", 300)} {
+		want, _ := json.Marshal(s)
+		if got := appendString([]byte("p"), s); string(got) != "p"+string(want) {
+			t.Errorf("appendString(%q) = %s, want p%s", s, got, want)
+		}
+		if got := quoteJSON(s); string(got) != string(want) {
+			t.Errorf("quoteJSON(%q) = %s, want %s", s, got, want)
+		}
+	}
 }

@@ -516,9 +516,19 @@ func orNull(raw string) string {
 	return raw
 }
 
+// appendString appends s as encoding/json writes it. Plain printable
+// ASCII (ids, names, models), which json.Marshal only quotes, is appended
+// directly rather than marshalled and copied.
 func appendString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // toolCallIDsIn lists the tool-call ids a request refers back to (its
