@@ -173,11 +173,19 @@ func quote(s string) json.RawMessage { return appendQuoted(make([]byte, 0, len(s
 
 // StartupEvent builds agent_startup with the registered tool names.
 func StartupEvent(tools []string) Event {
-	if tools == nil {
-		tools = []string{}
+	n := len(`{"tools_registered":[]}`)
+	for _, t := range tools {
+		n += len(t) + 3
 	}
-	names, _ := json.Marshal(tools)
-	return Event{Point: AgentStartup, Members: []Member{{"agent_init", jsonObject("tools_registered", names)}}}
+	v := append(make([]byte, 0, n), `{"tools_registered":[`...)
+	for i, t := range tools {
+		if i > 0 {
+			v = append(v, ',')
+		}
+		v = appendQuoted(v, t) // as encoding/json writes a []string
+	}
+	v = append(v, "]}"...)
+	return Event{Point: AgentStartup, Members: []Member{{"agent_init", v}}}
 }
 
 // InputEvent builds input; content is a JSON string or object, role is

@@ -244,13 +244,18 @@ type outcome struct {
 	// buf, when set, is the pooled buffer verdicts lives in, returned
 	// once the record is made (release).
 	buf           *[]Verdict
-	foldTruncated *bool
+	foldTruncated optBool
 	resolvedBy    string
 	transformed   bool
 }
 
+// optBool is a record's optional flag (fold_truncated) without a pointer of
+// its own: the record points into its own block (newRecord).
+type optBool struct{ set, v bool }
+
+func some(b bool) optBool { return optBool{set: true, v: b} }
+
 func idx(i int) *int       { return &i }
-func flag(b bool) *bool    { return &b }
 func str(s string) *string { return &s }
 
 func synthesized(reason Reason, msg string) outcome {
@@ -445,24 +450,28 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		}
 	}
 
-	rec, ids, summaries := newRecord(len(out.verdicts))
+	rec, ext, summaries := newRecord(len(out.verdicts))
 	*rec = Record{
 		InterceptionPoint: p, Mode: e.cfg.Mode, Verdict: Project(out.combined),
 		IdentityProvider: e.providerName, Sequence: -1, DecidedBy: out.decidedBy,
 		Composition: e.cfg.Composition, Declaration: e.cfg.Declaration,
-		FoldTruncated: out.foldTruncated, ResolvedBy: out.resolvedBy,
+		ResolvedBy:             out.resolvedBy,
 		InterceptorsRegistered: len(bindings),
 	}
+	if out.foldTruncated.set {
+		ext.trunc = out.foldTruncated.v
+		rec.FoldTruncated = &ext.trunc
+	}
 	if hasInput {
-		ids[0] = inputID
-		rec.InputIdentity = &ids[0]
+		ext.ids[0] = inputID
+		rec.InputIdentity = &ext.ids[0]
 		if !rejected && !changed {
 			rec.EnforcedIdentity = rec.InputIdentity // the input is what is enforced
 		}
 	}
 	if hasEnforced {
-		ids[1] = enforcedID
-		rec.EnforcedIdentity = &ids[1]
+		ext.ids[1] = enforcedID
+		rec.EnforcedIdentity = &ext.ids[1]
 	}
 	if e.cfg.HostMembers {
 		rec.HTTPRequestID = RequestIDFrom(ctx)
@@ -518,50 +527,57 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 }
 
 // recordWith1, 2 and 4 are a record allocated together with the
-// identities it points at and the summaries of up to 1, 2 or 4 verdicts:
+// identities and flag it points at and the summaries of up to 1, 2 or 4 verdicts:
 // one allocation per emission instead of three, for the binding counts
 // real policy sets have at a point, each sized so that a record takes
 // little more memory than its three allocations did.
 type (
 	recordWith1 struct {
 		rec      Record
-		ids      [2]string
+		ext      recordExtras
 		verdicts [1]VerdictSummary
 	}
 	recordWith2 struct {
 		rec      Record
-		ids      [2]string
+		ext      recordExtras
 		verdicts [2]VerdictSummary
 	}
 	recordWith4 struct {
 		rec      Record
-		ids      [2]string
+		ext      recordExtras
 		verdicts [4]VerdictSummary
 	}
 	recordWithIDs struct {
 		rec Record
-		ids [2]string
+		ext recordExtras
 	}
 )
 
-// newRecord returns a zero record, storage for its input and enforced
-// identities, and a slice of n verdict summaries, allocated at once where
+// recordExtras is what a record points at: its input and enforced
+// identities and its fold_truncated flag.
+type recordExtras struct {
+	ids   [2]string
+	trunc bool
+}
+
+// newRecord returns a zero record, storage for what it points at (its
+// identities and flag), and a slice of n verdict summaries, allocated at once where
 // n is small. The summaries are capped at n, so an append to the record's
 // verdicts copies rather than writes into the rest of the block.
-func newRecord(n int) (*Record, *[2]string, []VerdictSummary) {
+func newRecord(n int) (*Record, *recordExtras, []VerdictSummary) {
 	switch {
 	case n <= 1:
 		b := new(recordWith1)
-		return &b.rec, &b.ids, b.verdicts[:n:n]
+		return &b.rec, &b.ext, b.verdicts[:n:n]
 	case n <= 2:
 		b := new(recordWith2)
-		return &b.rec, &b.ids, b.verdicts[:n:n]
+		return &b.rec, &b.ext, b.verdicts[:n:n]
 	case n <= 4:
 		b := new(recordWith4)
-		return &b.rec, &b.ids, b.verdicts[:n:n]
+		return &b.rec, &b.ext, b.verdicts[:n:n]
 	}
 	b := new(recordWithIDs)
-	return &b.rec, &b.ids, make([]VerdictSummary, n)
+	return &b.rec, &b.ext, make([]VerdictSummary, n)
 }
 
 // identity runs the provider with panic containment.
@@ -947,7 +963,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, raw []by
 	var last *Verdict
 	var lastIdx int
 	resolvedBy, consultedIdx := "", -1
-	trunc := func(i int) *bool { return flag(i+1 < n) }
+	trunc := func(i int) optBool { return some(i+1 < n) }
 	for i, b := range bs {
 		v := e.call(ctx, p, b, *work)
 		per = append(per, v)
@@ -993,7 +1009,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, raw []by
 			last, lastIdx = &folded, i
 		}
 	}
-	o = outcome{combined: Allow(), verdicts: per, foldTruncated: flag(false), resolvedBy: resolvedBy}
+	o = outcome{combined: Allow(), verdicts: per, foldTruncated: some(false), resolvedBy: resolvedBy}
 	if last != nil {
 		o.combined, o.decidedBy = *last, idx(lastIdx)
 	} else if consultedIdx >= 0 {
@@ -1015,7 +1031,7 @@ func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, raw []byte,
 			if !ok {
 				// §7.4: a transform that fails to apply short-circuits,
 				// and the record says when it left bindings uninvoked.
-				return outcome{combined: folded, verdicts: all, foldTruncated: flag(i+1 < len(bs))}
+				return outcome{combined: folded, verdicts: all, foldTruncated: some(i+1 < len(bs))}
 			}
 			continue
 		}
