@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -325,7 +327,7 @@ var (
 func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			doc, err = nil, fmt.Errorf("yaml: %v", r)
+			doc, err = nil, &parserPanic{r}
 		}
 	}()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -346,6 +348,43 @@ func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 	return &n, nil
 }
 
+// yamlErrorLine is the line a YAML error is on (0: unknown). The parser's
+// syntax errors leave the line out exactly when their marks are on the
+// first line (it counts from zero and prints only non-zero ones); its
+// reader errors (a control character, bad UTF-8) never carry one, so the
+// first such byte is looked for; a recovered panic is nowhere.
+func yamlErrorLine(data []byte, err error) int {
+	var pe *parserPanic
+	if errors.As(err, &pe) {
+		return 0
+	}
+	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "control characters") && !strings.Contains(msg, "UTF-8") {
+		return 1
+	}
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if (r == utf8.RuneError && size == 1) || (unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r') {
+			return line
+		}
+		if r == '\n' {
+			line++
+		}
+		i += size
+	}
+	return 0
+}
+
+// parserPanic is a panic of the YAML parser, recovered.
+type parserPanic struct{ v any }
+
+func (e *parserPanic) Error() string { return fmt.Sprintf("yaml: %v", e.v) }
+
 func (p *parser) parse(data []byte, reg Registry) *Config {
 	if len(data) > maxConfigBytes {
 		p.add(0, "", "the file is larger than %d bytes", maxConfigBytes)
@@ -353,13 +392,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 	}
 	doc, err := decodeYAML(data)
 	if err != nil {
-		// The YAML parser leaves the line out exactly when its marks are
-		// on the first line (it counts from zero and prints only non-zero
-		// ones), so a syntax error without one is on line 1.
-		line := 1
-		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-			line, _ = strconv.Atoi(m[1])
-		}
+		line := yamlErrorLine(data, err)
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
 		msg = yamlLinePrefixRE.ReplaceAllString(msg, "")
 		p.add(line, "", "%s", msg)

@@ -233,6 +233,8 @@ func TestParseProblems(t *testing.T) {
 		{"not a mapping", "- a\n", []want{{"", 1, "must be a mapping"}}},
 		{"yaml syntax", good + "records: {file: [\n", []want{{"", 10, "did not find expected node content"}}},
 		{"yaml syntax on line 1", "\t bad yaml: [", []want{{"", 1, "cannot start any token"}}},
+		{"control character on line 11", good + "listen: 127.0.0.1:1\nrecords: {file: \"a\x01b\"}\n", []want{{"", 11, "control characters"}}},
+		{"bad UTF-8 on line 10", good + "listen: \xff\n", []want{{"", 10, "UTF-8"}}},
 		{"two documents", good + "---\nlisten: x\n", []want{{"", 10, "one YAML document"}}},
 		{"merge key", good + "x: &a {file: r.jsonl}\n", []want{{"x", 10, "unknown key"}}},
 		{"component name", good + "resolvers:\n  Bad: {kind: hooksproxy.console}\n", []want{{"resolvers.Bad", 11, "names must match"}}},

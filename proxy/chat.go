@@ -313,23 +313,13 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 		return chatRequest{}, false
 	}
 
-	if v := r.Header.Get(s.opts.SessionHeader); v != "" { // empty: no session named
-		msg := checkIdent("session id", v)
-		if msg == "" && !oneValue(r.Header.Values(s.opts.SessionHeader)) {
-			msg = "the session is named more than once, differently"
-		}
-		if msg != "" {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
-			return chatRequest{}, false
-		}
+	if msg := headerName(r.Header.Values(s.opts.SessionHeader), "session", true); msg != "" { // empty: no session named
+		writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
+		return chatRequest{}, false
 	}
 	allowAgent := st.AllowAgentHeader
 	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
-		msg := checkIdent("agent id", vs[0])
-		if msg == "" && !oneValue(vs) {
-			msg = "the agent is named more than once, differently"
-		}
-		if msg != "" {
+		if msg := headerName(vs, "agent", false); msg != "" {
 			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
 			return chatRequest{}, false
 		}
@@ -337,16 +327,23 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 	return chatRequest{body: body, msgs: msgs, ins: ins, allowAgent: allowAgent}, true
 }
 
-// oneValue reports whether a header's values are all the same: two
-// different session (or agent) names leave it to chance which one a
-// request is judged under.
-func oneValue(vs []string) bool {
-	for _, v := range vs[1:] {
+// headerName checks the values of a header naming the session (or agent):
+// what is wrong with them, or "" when they are fine, or all empty where
+// empty names nothing (emptyNone: the session header). Two different
+// names are refused, as they leave it to chance which one the request is
+// judged under (the first is the one read).
+func headerName(vs []string, what string, emptyNone bool) string {
+	named := false
+	for _, v := range vs {
 		if v != vs[0] {
-			return false
+			return "the " + what + " is named more than once, differently"
 		}
+		named = named || v != ""
 	}
-	return true
+	if !named && emptyNone {
+		return ""
+	}
+	return checkIdent(what+" id", vs[0])
 }
 
 // open runs what precedes a request's model calls: the session's

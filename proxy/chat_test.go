@@ -323,7 +323,7 @@ func TestBadRequests(t *testing.T) {
 		})
 	}
 	// A session named twice, differently; the same name twice is one.
-	for _, hs := range [][]string{{"X-Agent-Hooks-Session", "s1", "s2"}} {
+	for _, hs := range [][]string{{"X-Agent-Hooks-Session", "s1", "s2"}, {"X-Agent-Hooks-Session", "", "s2"}} {
 		req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Add(hs[0], hs[1])
