@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -314,6 +315,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 func heldStack(t *testing.T, target string, n int) int64 {
 	up, bases := servers(t, DefaultChunk)
 	client := NewClient(n)
+	// Its connections end with the measurement, so that their idle
+	// goroutines' stacks are not in a later one's baseline.
+	defer client.CloseIdleConnections()
 	buf := make([]byte, 32<<10)
 	for range 3 { // warm: pools, worker goroutines, connections
 		if _, err := NewCall(bases[target], true, 1<<10).Do(context.Background(), client, buf); err != nil {
@@ -322,6 +326,7 @@ func heldStack(t *testing.T, target string, n int) int64 {
 	}
 	var ms runtime.MemStats
 	runtime.GC()
+	runtime.GC() // the second frees the stack spans the first emptied
 	runtime.ReadMemStats(&ms)
 	before := ms.StackInuse
 	up.Stall()
@@ -350,23 +355,32 @@ func heldStack(t *testing.T, target string, n int) int64 {
 }
 
 // TestHeldStackPolicy guards the stack a held stream keeps. A request's
-// goroutine keeps the largest stack it needed before the upstream answered
-// for as long as the answer is held, and the policy set's interceptors run
-// at pre_model_call below the handler's frames: when those frames grew past
-// the 16 KiB step (a 3.4 KiB chat frame, then a 2.9 KiB modelTurn), every
-// held stream kept 32 KiB. The figures are of the whole process (client,
-// proxies and upstream), so only the difference between the two sets is
-// checked: about 1 KiB either way when the policy set stays within the
-// step, 13-15 KiB when it does not.
+// goroutine grows its stack for the deepest call before its upstream call
+// (the policy set's interceptors run at pre_model_call below the handler's
+// frames), and the runtime halves a stack at a GC only while less than a
+// quarter of it is in use: when the frames in use while the answer is held
+// passed a quarter of 32 KiB (a 3.4 KiB chat frame, then a 2.9 KiB
+// modelTurn), every held stream kept 32 KiB. The figures are of the whole
+// process (client, proxies and upstream), so only the difference between
+// the two sets is checked: within a few KiB either way when the policy set
+// keeps what allow_all keeps, 13-15 KiB more when it does not.
 func TestHeldStackPolicy(t *testing.T) {
 	if raceEnabled {
 		t.Skip("stack sizes under the race detector are not a normal build's; .ci/run runs this test without it")
 	}
 	const n = 100
-	allow := heldStack(t, AllowAll, n)
-	policy := heldStack(t, Policy, n)
-	t.Logf("stack per held stream: allow_all %d B, policy %d B", allow, policy)
-	if policy-allow > 8<<10 {
-		t.Errorf("policy holds %d B more stack per stream than allow_all; a request goroutine outgrew 16 KiB before its upstream call", policy-allow)
+	// Interleaved, in two rounds, and the least of the rounds' differences
+	// checked: the figures are of the whole process, whose stack cache
+	// moves a measurement by up to 15 KiB from one to the next, while
+	// outgrowing the step shows in every round (13-15 KiB).
+	d := int64(math.MaxInt64)
+	for range 2 {
+		allow := heldStack(t, AllowAll, n)
+		policy := heldStack(t, Policy, n)
+		t.Logf("stack per held stream: allow_all %d B, policy %d B", allow, policy)
+		d = min(d, policy-allow)
+	}
+	if d > 8<<10 {
+		t.Errorf("policy holds %d B more stack per stream than allow_all; a request goroutine outgrew 16 KiB before its upstream call", d)
 	}
 }
