@@ -37,12 +37,14 @@
 //	hooksproxy_held_streams                                       gauge
 //	hooksproxy_active_sessions                                    gauge
 //	hooksproxy_tokens_total{direction}                            counter (prompt|completion)
+//	hooksproxy_requests_refused_total{code}                       counter (refused before any emission: 400, 413, 415)
 //
 // deploy/prometheus/alerts.yml and deploy/grafana/hooksproxy.json are built
 // on these; a test fails when they query a metric that is not here.
 package metrics
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +104,8 @@ type ProxyObserver interface {
 	ActiveSessions(n int)
 	// Tokens adds a response's usage.
 	Tokens(prompt, completion int64)
+	// RequestRefused counts a request refused before any emission.
+	RequestRefused(code string)
 	// ConfigReload counts one reload attempt.
 	ConfigReload(ok bool)
 }
@@ -144,6 +148,7 @@ type Metrics struct {
 	tokens              *prometheus.CounterVec
 	promptTokens        prometheus.Counter // tokens' two series, resolved once
 	completionTokens    prometheus.Counter
+	refused             *prometheus.CounterVec
 
 	emissions    seriesCache[emissionKey, *emissionSeries]
 	interceptors seriesCache[interceptorKey, *interceptorSeries]
@@ -187,12 +192,13 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.heldStreams = gauge("held_streams", "Streams currently held back until their verdicts pass.")
 	m.activeSessions = gauge("active_sessions", "Sessions currently open.")
 	m.tokens = counter("tokens_total", "Model tokens from upstream usage, by direction (prompt or completion).", "direction")
+	m.refused = counter("requests_refused_total", "Requests refused before any emission (bad JSON, wrong content type, too large), by error code.", "code")
 
 	for _, c := range []prometheus.Collector{
 		m.decisions, m.denials, m.hostErrors, m.foldTruncated, m.approvals, m.emissionDuration,
 		m.interceptorDuration, m.interceptorVerdicts, m.interceptorFailures, m.recordsDropped, m.sinkErrors,
 		m.configReloads, m.configLastOK, m.configLastOKTime, m.upstreamRequests, m.upstreamDuration,
-		m.bufferedBytes, m.heldStreams, m.activeSessions, m.tokens,
+		m.bufferedBytes, m.heldStreams, m.activeSessions, m.tokens, m.refused,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -215,6 +221,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 		}
 	}
 	m.promptTokens, m.completionTokens = m.tokens.WithLabelValues("prompt"), m.tokens.WithLabelValues("completion")
+	for _, c := range refusalCodes() {
+		m.refused.WithLabelValues(c)
+	}
 	// A running process has a configuration that loaded.
 	m.configLastOK.Set(1)
 	return m, nil
@@ -401,6 +410,24 @@ func (m *Metrics) Tokens(prompt, completion int64) {
 	if completion > 0 {
 		m.completionTokens.Add(float64(completion))
 	}
+}
+
+// refusalCodes are the codes a refused request is counted under; their
+// series start at zero.
+func refusalCodes() []string {
+	return []string{"invalid_request", "invalid_content_type", "unsupported_content_encoding", "request_too_large", "unreadable_body"}
+}
+
+// RequestRefused implements [ProxyObserver]: a request refused before any
+// emission, by its error code (an unknown code counts as "other").
+func (m *Metrics) RequestRefused(code string) {
+	if m == nil {
+		return
+	}
+	if !slices.Contains(refusalCodes(), code) {
+		code = Other
+	}
+	m.refused.WithLabelValues(code).Inc()
 }
 
 // ConfigLoaded marks the configuration the process started with as loaded:

@@ -48,6 +48,7 @@ var deterministic = []string{
 	"hooksproxy_config_reloads_total", "hooksproxy_config_last_reload_successful",
 	"hooksproxy_config_last_reload_success_timestamp_seconds", "hooksproxy_upstream_requests_total",
 	"hooksproxy_buffered_response_bytes", "hooksproxy_held_streams", "hooksproxy_active_sessions", "hooksproxy_tokens_total",
+	"hooksproxy_requests_refused_total",
 }
 
 // scriptedRun drives every metric: the emitter scenarios plus a scripted
@@ -174,6 +175,8 @@ func TestNilMetricsIsNoop(t *testing.T) {
 	m.HeldStreams(1)
 	m.ActiveSessions(1)
 	m.Tokens(1, 1)
+	m.RequestRefused("request_too_large")
+	m.RequestRefused("not_a_code")
 	m.ConfigReload(true)
 	m.BindingsLoaded([]points.Binding{{Name: "x"}})
 }

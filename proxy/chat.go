@@ -278,12 +278,12 @@ type chatRequest struct {
 // false the refusal has been written.
 func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "Content-Type must be application/json", "invalid_content_type")
+		s.refuse(w, http.StatusBadRequest, "Content-Type must be application/json", "invalid_content_type")
 		return chatRequest{}, false
 	}
 	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
 		// Compressed bodies are not decoded: the points judge JSON text.
-		writeError(w, http.StatusUnsupportedMediaType, "invalid_request_error", "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
+		s.refuse(w, http.StatusUnsupportedMediaType, "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
 		return chatRequest{}, false
 	}
 	body, err := s.readBounded(w, r.ContentLength, s.opts.MaxRequestBytes, func() ([]byte, error) {
@@ -292,15 +292,15 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error",
+			s.refuse(w, http.StatusRequestEntityTooLarge,
 				"request body exceeds max_request_bytes ("+strconv.FormatInt(s.opts.MaxRequestBytes, 10)+")", "request_too_large")
 			return chatRequest{}, false
 		}
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", nil)
+		s.refuse(w, http.StatusBadRequest, "could not read request body", "unreadable_body")
 		return chatRequest{}, false
 	}
 	if msg := checkChatRequest(body); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		s.refuse(w, http.StatusBadRequest, msg, "invalid_request")
 		return chatRequest{}, false
 	}
 	msgs := messagesOf(body)
@@ -309,22 +309,30 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 		// Each new message judged is an input emission and a record: a
 		// request of thousands would flood the record sink.
 		msg := "a request may open a turn with at most " + strconv.Itoa(maxTurnInputs) + " user (or, without one, system) messages after the last assistant message"
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		s.refuse(w, http.StatusBadRequest, msg, "invalid_request")
 		return chatRequest{}, false
 	}
 
 	if msg := headerName(r.Header.Values(s.opts.SessionHeader), "session", true); msg != "" { // empty: no session named
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" ("+s.opts.SessionHeader+")", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, msg+" ("+s.opts.SessionHeader+")", "invalid_request")
 		return chatRequest{}, false
 	}
 	allowAgent := st.AllowAgentHeader
 	if vs := r.Header.Values("X-Agent-Hooks-Agent"); allowAgent && len(vs) > 0 {
 		if msg := headerName(vs, "agent", false); msg != "" {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", msg+" (X-Agent-Hooks-Agent)", "invalid_request")
+			s.refuse(w, http.StatusBadRequest, msg+" (X-Agent-Hooks-Agent)", "invalid_request")
 			return chatRequest{}, false
 		}
 	}
 	return chatRequest{body: body, msgs: msgs, ins: ins, allowAgent: allowAgent}, true
+}
+
+// refuse answers a request refused before any emission (it is not
+// mediated: no point saw it, no record is written) and counts it, by code,
+// so that a client sending what the proxy cannot take shows in the metrics.
+func (s *Server) refuse(w http.ResponseWriter, status int, msg, code string) {
+	writeError(w, status, "invalid_request_error", msg, code)
+	s.opts.Metrics.RequestRefused(code)
 }
 
 // headerName checks the values of a header naming the session (or agent):

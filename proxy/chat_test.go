@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -291,9 +292,24 @@ func TestNoInterceptorDeniesEverything(t *testing.T) {
 	}
 }
 
+// refusals records the codes requests are refused under.
+type refusals struct {
+	noMetrics
+	mu    sync.Mutex
+	codes []string
+}
+
+func (r *refusals) RequestRefused(code string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.codes = append(r.codes, code)
+}
+
 func TestBadRequests(t *testing.T) {
 	up, got := upstream(t, plainCompletion, false, 0)
 	p := newProxy(t, up.URL, allowAll())
+	refused := &refusals{}
+	p.srv.opts.Metrics = refused
 	cases := []struct {
 		name, body, ct string
 		status         int
@@ -340,6 +356,10 @@ func TestBadRequests(t *testing.T) {
 	}
 	if len(*got) != 0 {
 		t.Fatalf("bad requests reached the upstream: %d", len(*got))
+	}
+	// Each refusal is counted, by its code.
+	if n := len(cases) + 2; len(refused.codes) != n || !slices.Contains(refused.codes, "request_too_large") || !slices.Contains(refused.codes, "invalid_content_type") {
+		t.Fatalf("refusals counted %v, want %d", refused.codes, n)
 	}
 	req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
 	req.Header.Set("Content-Type", "application/json")

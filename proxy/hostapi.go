@@ -89,9 +89,9 @@ func (s *Server) hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, e
 	b, err := s.readBounded(w, r.ContentLength, max, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "request body exceeds "+strconv.FormatInt(max, 10)+" bytes", "request_too_large")
+			s.refuse(w, http.StatusRequestEntityTooLarge, "request body exceeds "+strconv.FormatInt(max, 10)+" bytes", "request_too_large")
 		} else {
-			writeError(w, http.StatusBadRequest, "invalid_request_error", "could not read request body", "invalid_request")
+			s.refuse(w, http.StatusBadRequest, "could not read request body", "unreadable_body")
 		}
 		return gjson.Result{}, false
 	}
@@ -108,11 +108,11 @@ func (s *Server) hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, e
 		problem = "request body must be a JSON object"
 	}
 	if problem != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", problem, "invalid_request")
+		s.refuse(w, http.StatusBadRequest, problem, "invalid_request")
 		return gjson.Result{}, false
 	}
 	if err := points.CheckEncoding(b, 0); err != nil { // duplicates, as checkChatRequest
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "request body is not acceptable JSON: "+err.Error(), "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "request body is not acceptable JSON: "+err.Error(), "invalid_request")
 		return gjson.Result{}, false
 	}
 	return gjson.ParseBytes(b), true

@@ -82,6 +82,9 @@ type Metrics interface {
 	HeldStreams(delta int)
 	ActiveSessions(n int)
 	Tokens(prompt, completion int64)
+	// RequestRefused counts a request refused before any emission (400,
+	// 413, 415), by its error code.
+	RequestRefused(code string)
 }
 
 type noMetrics struct{}
@@ -91,6 +94,7 @@ func (noMetrics) BufferedResponseBytes(int)                {}
 func (noMetrics) HeldStreams(int)                          {}
 func (noMetrics) ActiveSessions(int)                       {}
 func (noMetrics) Tokens(int64, int64)                      {}
+func (noMetrics) RequestRefused(string)                    {}
 
 // Server is the HTTP front of hooksproxy.
 type Server struct {
