@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
@@ -351,8 +350,9 @@ func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 // yamlErrorLine is the line a YAML error is on (0: unknown). The parser's
 // syntax errors leave the line out exactly when their marks are on the
 // first line (it counts from zero and prints only non-zero ones); its
-// reader errors (a control character, bad UTF-8) never carry one, so the
-// first such byte is looked for; a recovered panic is nowhere.
+// reader errors (a character YAML does not allow, bad UTF-8) never carry
+// one, so the first such character is looked for, by YAML's own rules; a
+// recovered panic is nowhere.
 func yamlErrorLine(data []byte, err error) int {
 	var pe *parserPanic
 	if errors.As(err, &pe) {
@@ -363,21 +363,42 @@ func yamlErrorLine(data []byte, err error) int {
 		return n
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "control characters") && !strings.Contains(msg, "UTF-8") {
+	if !strings.Contains(msg, "control characters") && !strings.Contains(msg, "UTF-8") && !strings.Contains(msg, "Unicode character") {
 		return 1
 	}
 	line := 1
 	for i := 0; i < len(data); {
 		r, size := utf8.DecodeRune(data[i:])
-		if (r == utf8.RuneError && size == 1) || (unicode.IsControl(r) && r != '\t' && r != '\n' && r != '\r') {
+		if (r == utf8.RuneError && size == 1) || !yamlAllowed(r) {
 			return line
 		}
-		if r == '\n' {
+		switch r {
+		case '\r':
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++ // CRLF is one break
+			}
+			line++
+		case '\n', '\u0085', '\u2028', '\u2029':
 			line++
 		}
 		i += size
 	}
 	return 0
+}
+
+// yamlAllowed reports whether YAML's reader takes r (the printable set of
+// YAML 1.1 §5.1, as the parser checks it: tab, line breaks, printable
+// ASCII, NEL and the rest of Unicode but surrogates, U+FFFE and U+FFFF).
+func yamlAllowed(r rune) bool {
+	switch {
+	case r == '\t' || r == '\n' || r == '\r' || r == 0x85:
+		return true
+	case r >= 0x20 && r <= 0x7e:
+		return true
+	case r >= 0xa0 && r <= 0xd7ff, r >= 0xe000 && r <= 0xfffd, r >= 0x10000 && r <= 0x10ffff:
+		return true
+	}
+	return false
 }
 
 // parserPanic is a panic of the YAML parser, recovered.

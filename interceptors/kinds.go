@@ -394,3 +394,9 @@ func (*Models) RunsInline() bool { return true }
 // TestHeldStackPolicy measures the policy set, cel included), and the
 // hand-off cost more CPU than it saved.
 func (*CEL) RunsInline() bool { return true }
+
+// HonorsDeadline reports that cel's evaluation checks its context
+// (InterruptCheckFrequency), so the emitter gives the inline call the
+// binding's timeout as a deadline: an expression of a high cost_limit
+// stops at the timeout instead of running to its cost.
+func (*CEL) HonorsDeadline() bool { return true }

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"github.com/tidwall/gjson"
@@ -118,6 +119,37 @@ func TestCELRuntimeErrors(t *testing.T) {
 	var fc points.FailureClasser
 	if err == nil || !errors.Is(err, context.Canceled) || !errors.As(err, &fc) || fc.FailureClass() != "call cancelled" {
 		t.Fatalf("cancelled call: %v", err)
+	}
+}
+
+// TestCELInlineDeadline: cel runs inline, and the binding's timeout is its
+// evaluation's deadline. An expression of a cost that would run for
+// minutes (a high cost_limit) ends at the timeout as interceptor_timeout;
+// a caller that goes away mid-evaluation is a cancellation ("cancelled",
+// which the fail-closed metrics leave out), not an interceptor failure.
+func TestCELInlineDeadline(t *testing.T) {
+	long := `{"rules":[{"when":"ctx.messages.all(a, ctx.messages.all(b, ctx.messages.all(c, ctx.messages.all(d, ctx.messages.all(e, true)))))","verdict":{"decision":"deny","reason":"never"}}],"cost_limit":1000000000000}`
+	msgs := "[" + strings.Repeat(`{"role":"user","content":"a"},`, 99) + `{"role":"user","content":"a"}]`
+	c := preModel(t, "m", msgs)
+	ic := build(t, KindCEL, long)
+	em, err := points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "cel", Interceptor: ic, Timeout: 20 * time.Millisecond}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := em.EmitContext(context.Background(), c.Raw()).Record.Verdict; v.Reason != points.ReasonInterceptorTimeout {
+		t.Fatalf("past the timeout: %q %q", v.Reason, v.Message)
+	}
+	em, err = points.NewEmitter(points.Config{Bindings: []points.Binding{{Name: "cel", Interceptor: ic, Timeout: time.Hour}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		time.Sleep(20 * time.Millisecond) // lets the evaluation start; asserts nothing about time
+		cancel()
+	}()
+	if v := em.EmitContext(ctx, c.Raw()).Record.Verdict; v.Reason != points.ReasonInterceptorFailed || v.Message != "cancelled" {
+		t.Fatalf("caller gone: %q %q", v.Reason, v.Message)
 	}
 }
 

@@ -192,7 +192,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.heldStreams = gauge("held_streams", "Streams currently held back until their verdicts pass.")
 	m.activeSessions = gauge("active_sessions", "Sessions currently open.")
 	m.tokens = counter("tokens_total", "Model tokens from upstream usage, by direction (prompt or completion).", "direction")
-	m.refused = counter("requests_refused_total", "Requests refused before any emission (bad JSON, wrong content type, too large), by error code.", "code")
+	m.refused = counter("requests_refused_total", "Requests refused before any emission (bad JSON or fields, wrong content type, too large, unreadable), by error code.", "code")
 
 	for _, c := range []prometheus.Collector{
 		m.decisions, m.denials, m.hostErrors, m.foldTruncated, m.approvals, m.emissionDuration,

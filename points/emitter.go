@@ -190,6 +190,13 @@ func runsInline(i Interceptor) bool {
 	return ok && ir.RunsInline()
 }
 
+// honorsDeadline reports whether an inline call to i gets the binding's
+// timeout as its context's deadline (DeadlineHonorer).
+func honorsDeadline(i Interceptor) bool {
+	dh, ok := i.(DeadlineHonorer)
+	return ok && dh.HonorsDeadline()
+}
+
 // sharedOffThread reports whether the emitter would hand i the shared
 // context bytes on a goroutine of its own (callInner): such a call may
 // still be reading them after a timeout ended the emission.
@@ -770,7 +777,18 @@ func (e *Emitter) callInline(ctx context.Context, b Binding, c *Context, timeout
 			v = hostError(ReasonInterceptorTimeout, "")
 		}
 	}()
-	got, err := b.Interceptor.Intercept(ctx, c)
+	ictx := ctx
+	if timeout > 0 && honorsDeadline(b.Interceptor) {
+		var cancel context.CancelFunc
+		ictx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	got, err := b.Interceptor.Intercept(ictx, c)
+	if err != nil && ctx.Err() != nil {
+		// The caller went away during the call (client gone, shutdown):
+		// cut, not failed, as on a goroutine (callGoroutine).
+		return hostError(ReasonInterceptorFailed, "cancelled"), 0
+	}
 	if sharesContext(b.Interceptor) {
 		// A sharer's verdict may hold views of the shared bytes (a reason
 		// read from the context), and the bytes may be lent (EmitIn):

@@ -52,6 +52,15 @@ type InlineRunner interface {
 	RunsInline() bool
 }
 
+// DeadlineHonorer is implemented by inline interceptors whose work checks
+// its context as it goes (an evaluation that polls ctx.Done): the emitter
+// runs their inline call with the binding's timeout as the context's
+// deadline, so that an overrun stops there instead of being judged after
+// the fact.
+type DeadlineHonorer interface {
+	HonorsDeadline() bool
+}
+
 // InterceptorFunc adapts a function to Interceptor.
 type InterceptorFunc func(ctx context.Context, c *Context) (Verdict, error)
 

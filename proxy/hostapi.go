@@ -33,7 +33,7 @@ func (s *Server) mountHostAPI(r chi.Router) {
 				// The tool call id is checked by the handlers: this
 				// middleware runs before the inner routes bind {cid}.
 				if msg := checkIdent("session id", pathParam(r, "sid")); msg != "" {
-					writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+					s.refuse(w, http.StatusBadRequest, msg, "invalid_request")
 					return
 				}
 				next.ServeHTTP(w, r)
@@ -190,7 +190,7 @@ func (s *Server) toolSeamBlocked(w http.ResponseWriter, r *http.Request, pol *po
 func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
 	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		s.refuse(w, http.StatusBadRequest, msg, "invalid_request")
 		return
 	}
 	body, ok := s.hostBody(w, r, s.opts.MaxRequestBytes)
@@ -200,7 +200,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	name := body.Get("name")
 	args := body.Get("args")
 	if name.Type != gjson.String || name.Str == "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a non-empty string", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'name' must be a non-empty string", "invalid_request")
 		return
 	}
 	var argsRaw []byte
@@ -212,7 +212,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	case args.Type == gjson.String:
 		argsRaw = argsObject(args.Str)
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'args' must be an object", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'args' must be an object", "invalid_request")
 		return
 	}
 	sess, pol, ok := s.hostSession(w, r, false)
@@ -252,7 +252,7 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withTraceparent(points.WithRequestID(r.Context(), requestID(w, r)), r.Header))
 	if msg := checkIdent("tool call id", pathParam(r, "cid")); msg != "" {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", msg, "invalid_request")
+		s.refuse(w, http.StatusBadRequest, msg, "invalid_request")
 		return
 	}
 	body, ok := s.hostBody(w, r, s.opts.MaxRequestBytes)
@@ -261,11 +261,11 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	}
 	isErrV := body.Get("is_error")
 	if isErrV.Exists() && isErrV.Type != gjson.True && isErrV.Type != gjson.False && isErrV.Type != gjson.Null {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'is_error' must be a boolean", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'is_error' must be a boolean", "invalid_request")
 		return
 	}
 	if n := body.Get("name"); n.Exists() && n.Type != gjson.String && n.Type != gjson.Null {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'name' must be a string", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'name' must be a string", "invalid_request")
 		return
 	}
 	sess, pol, ok := s.hostSession(w, r, true)
@@ -381,7 +381,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	rv := body.Get("reason")
 	if rv.Exists() && rv.Type != gjson.String && rv.Type != gjson.Null {
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'reason' must be completed, error or cancelled", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'reason' must be completed, error or cancelled", "invalid_request")
 		return
 	}
 	reason := rv.Str
@@ -391,7 +391,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 	switch reason {
 	case "completed", "error", "cancelled":
 	default:
-		writeError(w, http.StatusBadRequest, "invalid_request_error", "'reason' must be completed, error or cancelled", "invalid_request")
+		s.refuse(w, http.StatusBadRequest, "'reason' must be completed, error or cancelled", "invalid_request")
 		return
 	}
 	em := s.Emitter()
