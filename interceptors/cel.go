@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -43,6 +44,10 @@ type celRule struct {
 type CEL struct {
 	rules []celRule
 	def   verdictSpec
+	// loops: some rule has a comprehension (all, exists, map, ...), the
+	// only evaluation cel-go interrupts when its context ends, so the only
+	// one worth a deadline (HonorsDeadline).
+	loops bool
 }
 
 func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
@@ -94,6 +99,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			continue
 		}
 		out.rules = append(out.rules, celRule{prg: prg, verdict: rc.Verdict})
+		out.loops = out.loops || hasComprehension(ast.NativeRep().Expr())
 	}
 	if err := ps.after(derr); err != nil {
 		return nil, err
@@ -109,6 +115,15 @@ func celIssues(iss *cel.Issues) string {
 		parts = append(parts, fmt.Sprintf("%d:%d: %s", e.Location.Line(), e.Location.Column()+1, e.Message))
 	}
 	return "invalid CEL: " + strings.Join(parts, "; ")
+}
+
+// hasComprehension reports whether e holds a comprehension.
+func hasComprehension(e celast.Expr) bool {
+	found := false
+	celast.PostOrderVisit(e, celast.NewExprVisitor(func(x celast.Expr) {
+		found = found || x.Kind() == celast.ComprehensionKind
+	}))
+	return found
 }
 
 // Intercept evaluates the rules in order; the first true one answers, then

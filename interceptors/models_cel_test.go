@@ -151,6 +151,17 @@ func TestCELInlineDeadline(t *testing.T) {
 	if v := em.EmitContext(ctx, c.Raw()).Record.Verdict; v.Reason != points.ReasonInterceptorFailed || v.Message != "cancelled" {
 		t.Fatalf("caller gone: %q %q", v.Reason, v.Message)
 	}
+	// Only rules with a comprehension can be interrupted, so only they
+	// are given a deadline (a timer per call).
+	for cfg, want := range map[string]bool{
+		long: true,
+		`{"rules":[{"when":"size(ctx.messages) > 2 || ctx.model.id.startsWith(\"o1\")","verdict":{"decision":"deny"}}]}`:                                 false,
+		`{"rules":[{"when":"false","verdict":{"decision":"deny"}},{"when":"ctx.messages.exists(m, m.role == \"tool\")","verdict":{"decision":"deny"}}]}`: true,
+	} {
+		if got := build(t, KindCEL, cfg).(points.DeadlineHonorer).HonorsDeadline(); got != want {
+			t.Errorf("HonorsDeadline of %s = %v, want %v", cfg, got, want)
+		}
+	}
 }
 
 // TestCELLazyMatchesDecoded: expressions over the lazily adapted context
