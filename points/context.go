@@ -285,6 +285,11 @@ func appendObject(dst []byte, key string, value json.RawMessage) json.RawMessage
 	return append(v, '}')
 }
 
+// AppendJSONString appends s as a JSON string, byte for byte as
+// encoding/json writes it, without its allocation for the plain printable
+// ASCII of ids, names and models.
+func AppendJSONString(dst []byte, s string) []byte { return appendQuoted(dst, s) }
+
 // appendQuoted appends s as a JSON string. Invalid UTF-8 is kept as the
 // replacement character only because Go strings from the host may carry it;
 // the domain check rejects lone surrogates that arrive escaped.

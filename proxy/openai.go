@@ -516,20 +516,8 @@ func orNull(raw string) string {
 	return raw
 }
 
-// appendString appends s as encoding/json writes it. Plain printable
-// ASCII (ids, names, models), which json.Marshal only quotes, is appended
-// directly rather than marshalled and copied.
-func appendString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			b, _ := json.Marshal(s)
-			return append(dst, b...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
-}
+// appendString appends s as encoding/json writes it.
+func appendString(dst []byte, s string) []byte { return points.AppendJSONString(dst, s) }
 
 // toolCallIDsIn lists the tool-call ids a request refers back to (its
 // tool messages' tool_call_id and its assistant messages' tool_calls ids),
