@@ -775,6 +775,9 @@ func (e *Emitter) callInline(ctx context.Context, b Binding, c *Context, timeout
 		}
 		if timeout > 0 && elapsed > timeout {
 			v = hostError(ReasonInterceptorTimeout, "")
+			if ctx.Err() != nil { // the caller went away meanwhile
+				v = hostError(ReasonInterceptorFailed, "cancelled")
+			}
 		}
 	}()
 	ictx := ctx
