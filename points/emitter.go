@@ -147,6 +147,13 @@ func NewEmitter(cfg Config) (*Emitter, error) {
 	e := &Emitter{cfg: cfg, realClock: realClock, byPoint: make(map[Point][]Binding), workers: newGoPool(max(4, 2*runtime.GOMAXPROCS(0)), 10*time.Second)}
 	if cfg.Identity != nil {
 		n := cfg.Identity.Name()
+		if _, builtin := cfg.Identity.(jcsSHA256); !builtin {
+			// §10.1: a host-defined name must match the pattern and
+			// may not claim the jcs prefix.
+			if err := CheckProviderName(n); err != nil {
+				return nil, &ConfigError{What: fmt.Sprintf("identity provider %q: %v", n, err)}
+			}
+		}
 		e.providerName = &n
 	}
 	for i, b := range cfg.Bindings {
@@ -444,6 +451,14 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 			} else if len(work) > e.cfg.MaxContextBytes {
 				if out.combined.Decision.Permits() {
 					out.combined = hostError(ReasonContextInvalid, "post-fold context exceeds the size bound")
+					out.decidedBy = nil
+				}
+			} else if err := validateEnvelope(work); err != nil {
+				// §4: a folded context is held to the envelope the input
+				// was (a transform may not drop a required member or
+				// change its type), whatever the identity provider.
+				if out.combined.Decision.Permits() {
+					out.combined = hostError(ReasonContextInvalid, "post-fold context: "+err.Error())
 					out.decidedBy = nil
 				}
 			} else if e.cfg.Identity != nil {
@@ -1000,17 +1015,18 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, raw []by
 				return outcome{combined: withUnions(v, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 			}
 			if !permitted {
-				o := outcome{combined: withUnions(sub, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: "rejection"}
-				if isSynthesized(sub) {
-					o.decidedBy = nil
-				}
-				return o
+				// §7.6: decided_by stays the consulted deny's index, also
+				// when the seam failed (§10.3 keeps null for verdicts no
+				// interceptor returned; this deny was returned).
+				return outcome{combined: withUnions(sub, pool), decidedBy: idx(i), verdicts: per, foldTruncated: trunc(i), resolvedBy: "rejection"}
 			}
 			resolvedBy, consultedIdx = "approval", i
 			if sub.Decision == DecisionTransform {
 				folded, ok := e.fold(p, raw, work, sub)
 				if !ok {
-					return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
+					// §7.3: the warnings of every verdict returned, the
+					// resolution's included, stay on the record.
+					return outcome{combined: withUnions(folded, append(pool, sub)), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 				}
 				sub = folded
 			}
@@ -1025,7 +1041,7 @@ func (e *Emitter) firstDeny(ctx context.Context, p Point, bs []Binding, raw []by
 		case DecisionTransform:
 			folded, ok := e.fold(p, raw, work, v)
 			if !ok {
-				return outcome{combined: folded, verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
+				return outcome{combined: withUnions(folded, pool), verdicts: per, foldTruncated: trunc(i), resolvedBy: resolvedBy}
 			}
 			last, lastIdx = &folded, i
 		}
@@ -1048,12 +1064,15 @@ func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, raw []byte,
 		v := e.call(ctx, p, b, *work)
 		if v.Decision == DecisionTransform {
 			folded, ok := e.fold(p, raw, work, v)
-			all = append(all, folded)
 			if !ok {
 				// §7.4: a transform that fails to apply short-circuits,
-				// and the record says when it left bindings uninvoked.
-				return outcome{combined: folded, verdicts: all, foldTruncated: some(i+1 < len(bs))}
+				// and the record says when it left bindings uninvoked;
+				// §7.3: the warnings returned so far, the failed
+				// transform's included, stay on it.
+				combined := withUnions(folded, append(all[:i:i], v))
+				return outcome{combined: combined, verdicts: append(all, folded), foldTruncated: some(i+1 < len(bs))}
 			}
+			all = append(all, folded)
 			continue
 		}
 		all = append(all, v)
@@ -1116,16 +1135,13 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 			return outcome{combined: withUnions(winner, all), decidedBy: idx(w), verdicts: all}
 		}
 		if !permitted {
-			o := outcome{combined: withUnions(sub, all), decidedBy: idx(w), verdicts: all, resolvedBy: "rejection"}
-			if isSynthesized(sub) {
-				o.decidedBy = nil
-			}
-			return o
+			return outcome{combined: withUnions(sub, all), decidedBy: idx(w), verdicts: all, resolvedBy: "rejection"}
 		}
 		if sub.Decision == DecisionTransform {
 			folded, ok := e.fold(p, raw, work, sub)
 			if !ok {
-				return outcome{combined: folded, decidedBy: idx(w), verdicts: all, resolvedBy: "approval"}
+				// §10.3: a transform that failed to apply has no index.
+				return outcome{combined: withUnions(folded, append(append([]Verdict(nil), all...), sub)), verdicts: all, resolvedBy: "approval"}
 			}
 			sub = folded
 		}
@@ -1134,7 +1150,7 @@ func (e *Emitter) aggregate(ctx context.Context, p Point, all []Verdict, sequent
 		if !sequential {
 			folded, ok := e.fold(p, raw, work, winner)
 			if !ok {
-				return outcome{combined: folded, verdicts: all}
+				return outcome{combined: withUnions(folded, all), verdicts: all}
 			}
 			winner = folded
 		}
@@ -1160,7 +1176,7 @@ func (e *Emitter) synthesize(ctx context.Context, p Point, raw []byte, work *[]b
 	if sub.Decision == DecisionTransform {
 		folded, ok := e.fold(p, raw, work, sub)
 		if !ok {
-			return folded, "approval"
+			return withUnions(folded, append(append([]Verdict(nil), pool...), sub)), "approval"
 		}
 		sub = folded
 	}

@@ -66,7 +66,7 @@ func TestConsoleResolversKeepTheirOwnConfig(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `"a-unused"`) {
 		t.Fatalf("short: %v", err)
 	}
-	if d := time.Since(start); d < 50*time.Millisecond || d > 2*time.Second {
+	if d := time.Since(start); d < 50*time.Millisecond || d > 8*time.Second {
 		t.Fatalf("short waited %s", d)
 	}
 	type answer struct {
@@ -114,7 +114,8 @@ func TestConsoleMaxPendingAndReload(t *testing.T) {
 	if _, err := reloaded.Resolve(ctx, approvalReq); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("after reload: %v", err)
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	// Far below the old 10s, with room for a loaded machine's stalls.
+	if d := time.Since(start); d > 8*time.Second {
 		t.Fatalf("the new timeout was not applied: waited %s", d)
 	}
 	// The approval queued before the reload is still pending and decidable.
