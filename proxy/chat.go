@@ -683,9 +683,12 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		}
 		w.Header().Set("X-Upstream-Request-Id", id)
 	}
-	if resp.Header.Get("Location") != "" && resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// Not followed, and not passed on either: a client following its
-		// Location would send the prompt to another host unmediated.
+		// Location would send the prompt to another host unmediated, and
+		// one without a Location (300, 304) is no answer either: openai-go
+		// counts every status below 400 as a success and would decode the
+		// body as a completion (or an empty stream), silently.
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect")
 		rn.end("error", false)

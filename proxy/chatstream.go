@@ -331,6 +331,15 @@ func (s *ChatStream) Add(ev sse.Event) error {
 	if err != nil {
 		return s.fail(err)
 	}
+	if !utf8.Valid(data) {
+		// gjson's validator does not look at UTF-8. A chunk that is not
+		// UTF-8 is not acceptable JSON (RFC 8259 §8.1), as a json answer
+		// with such bytes is not: the upstream's fault (502), not a
+		// context the host cannot build (503), and never replayed, since
+		// clients decode those bytes as U+FFFD while the points would
+		// judge the bytes joined across chunks.
+		return s.fail(&ChunkError{Event: idx, Reason: "data is not valid UTF-8"})
+	}
 	s.events[idx].usageOnly = usageOnly
 	return nil
 }

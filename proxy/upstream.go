@@ -60,7 +60,9 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	out.URL, out.Host = &u, strings.TrimSuffix(u.Host, ":") // as NewRequest does for an empty port
 	out.Header = in.Header.Clone()
 	removeHop(out.Header)
-	delete(out.Header, "Accept-Encoding")
+	// Asked for explicitly: a request without Accept-Encoding accepts any
+	// coding (RFC 9110 §12.5.3), and the answer is read as identity bytes.
+	out.Header.Set("Accept-Encoding", "identity")
 	delete(out.Header, "Content-Length")
 	out.Header.Del(s.opts.SessionHeader) // configured: may not be canonical
 	delete(out.Header, "X-Agent-Hooks-Agent")
@@ -82,19 +84,22 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 }
 
 // copyHeaders copies response headers minus hop-by-hop and framing ones.
-// The upstream's X-Request-Id is left out where the response carries
-// hooksproxy's (the one on its records): two values under one name reach
-// clients joined as one string. modelTurn hands it on as
-// X-Upstream-Request-Id.
+// A header the response already carries is hooksproxy's own
+// (X-Request-Id, X-Agent-Hooks-Session and the configured session header,
+// X-Upstream-Request-Id, X-Should-Retry): the upstream's value under the
+// same name is left out, since two values under one name reach clients
+// joined as one string (fetch's Headers.get) or as the wrong first line.
+// A chained hooksproxy, or any gateway using the same names, sends them.
+// modelTurn hands the upstream's X-Request-Id on as X-Upstream-Request-Id.
 func copyHeaders(dst, src http.Header) {
 	for k, vs := range src {
-		switch http.CanonicalHeaderKey(k) {
+		ck := http.CanonicalHeaderKey(k)
+		switch ck {
 		case "Content-Length", "Content-Encoding":
 			continue
-		case "X-Request-Id":
-			if dst.Get("X-Request-Id") != "" {
-				continue // already X-Upstream-Request-Id (modelTurn)
-			}
+		}
+		if _, own := dst[ck]; own {
+			continue
 		}
 		for _, v := range vs {
 			dst.Add(k, v)

@@ -1,0 +1,70 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// The headers hooksproxy sets itself keep one value whatever the upstream
+// sends under the same names (a chained hooksproxy sends all of them):
+// success, held stream and relayed error alike.
+func TestOwnHeadersNotDuplicated(t *testing.T) {
+	const sseBody = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+	const jsonBody = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`
+	for _, tc := range []struct {
+		name, req string
+		status    int
+		ct, body  string
+	}{
+		{"json", hello, 200, "application/json", jsonBody},
+		{"stream", helloStream, 200, "text/event-stream", sseBody},
+		{"error", hello, 500, "application/json", `{"error":{"message":"boom"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.ReadAll(r.Body)
+				h := w.Header()
+				h.Set("Content-Type", tc.ct)
+				h.Set("X-Request-Id", "req_up")
+				h.Set("X-Agent-Hooks-Session", "inner_session")
+				h.Set("X-Upstream-Request-Id", "inner_up")
+				h.Set("Openai-Processing-Ms", "42")
+				w.WriteHeader(tc.status)
+				_, _ = io.WriteString(w, tc.body)
+			}))
+			defer up.Close()
+			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(up.URL)
+			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1 << 20, Agent: points.Agent{ID: "a", Framework: "f"}})
+			s.Start()
+			hs := httptest.NewServer(s)
+			defer func() { hs.Close(); s.Close() }()
+			resp, _ := post(t, hs.URL, tc.req)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			for _, name := range []string{"X-Agent-Hooks-Session", "X-Upstream-Request-Id", "X-Request-Id"} {
+				if vs := resp.Header.Values(name); len(vs) != 1 {
+					t.Errorf("%s: %q, want one value", name, vs)
+				}
+			}
+			if got := resp.Header.Get("X-Agent-Hooks-Session"); got == "inner_session" {
+				t.Errorf("X-Agent-Hooks-Session is the upstream's")
+			}
+			if got := resp.Header.Get("X-Upstream-Request-Id"); got != "req_up" {
+				t.Errorf("X-Upstream-Request-Id %q, want req_up", got)
+			}
+			if got := resp.Header.Get("Openai-Processing-Ms"); got != "42" {
+				t.Errorf("Openai-Processing-Ms %q: upstream headers must still pass", got)
+			}
+		})
+	}
+}
