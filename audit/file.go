@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // OpenFile opens (creating it and its directories) the JSONL file at path
@@ -31,6 +33,8 @@ func OpenFile(path string, opts ...Option) (*Sink, error) {
 	if torn > 0 {
 		o.logger.Warn("audit record file had a torn last line; truncated it", "sink", o.name, "path", path, "bytes", torn)
 	}
+	fb.log = o.logger.With("sink", o.name, "path", path)
+	fb.now, fb.checkEvery = o.now, o.reopenCheck
 	if fb.stream && (o.maxBytes > 0 || o.syncWrite) {
 		o.logger.Warn("audit record file is not a regular file (a pipe, terminal or device such as /dev/stdout): it is not rotated and not fsynced", "sink", o.name, "path", path)
 	}
@@ -52,10 +56,42 @@ type fileBackend struct {
 	next       int // the next backup number
 	h          hooks
 	// stream: the path is no regular file (a pipe, terminal or device,
-	// /dev/stdout in a container), so there is no tail to recover, nothing
-	// to rotate (renaming /dev/stdout would move the device's name) and
-	// nothing fsync can make more durable.
+	// /dev/stdout in a container) or names a descriptor (/dev/stdout when
+	// stdout is a file), so there is no tail to recover, nothing to rotate
+	// (renaming /dev/stdout would move the device's name) and nothing
+	// fsync can make more durable.
 	stream bool
+	// The path is looked at every checkEvery (0: every flush): when the
+	// file was moved or removed under it (logrotate without copytruncate,
+	// an operator's mv or rm), the path is opened again, so that records
+	// do not go on into a renamed file or an unlinked one.
+	now        func() time.Time
+	checkEvery time.Duration
+	checked    time.Time
+	log        *slog.Logger
+}
+
+// descriptorPath reports whether path names a process's descriptor rather
+// than a file of its own: /dev/stdout, /dev/stderr, /dev/fd/N,
+// /proc/self/fd/N (or another process's). Such a path is never rotated or
+// cut, whatever the descriptor is open on (a regular file when the process
+// runs as "serve > out.log"): renaming it would move the name, not the
+// output.
+func descriptorPath(path string) bool {
+	c := filepath.Clean(path)
+	switch c {
+	case "/dev/stdout", "/dev/stderr":
+		return true
+	}
+	if strings.HasPrefix(c, "/dev/fd/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(c, "/proc/")
+	if !ok {
+		return false
+	}
+	_, fd, ok := strings.Cut(rest, "/")
+	return ok && strings.HasPrefix(fd, "fd/")
 }
 
 func openFileBackend(path string, o options) (*fileBackend, int64, error) {
@@ -77,7 +113,7 @@ func openFileBackend(path string, o options) (*fileBackend, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("audit: open record file: %w", err)
 	}
-	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() {
+	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() || descriptorPath(path) {
 		return &fileBackend{path: path, f: f, stream: true}, 0, nil
 	}
 	keep, torn, err := recoverTail(f, o.tailChunk)
@@ -162,6 +198,7 @@ func (b *fileBackend) flush() error {
 	if len(b.buf) == 0 {
 		return nil
 	}
+	b.followPath()
 	if b.unaligned {
 		// Put the partial line a failed write left behind on its own.
 		b.buf = append([]byte{'\n'}, b.buf...)
@@ -205,6 +242,65 @@ func (b *fileBackend) sync() error {
 
 func (b *fileBackend) close() error {
 	return b.f.Close()
+}
+
+// followPath reopens the path when the open file is no longer the one it
+// names (moved, removed or replaced), at most once per checkEvery. What is
+// still buffered goes to the new file; what was written before stays in
+// the old one, complete.
+func (b *fileBackend) followPath() {
+	if b.stream || b.now == nil {
+		return
+	}
+	now := b.now()
+	if b.checkEvery > 0 && now.Sub(b.checked) < b.checkEvery {
+		return
+	}
+	b.checked = now
+	cur, err := b.f.Stat()
+	if err != nil {
+		return
+	}
+	if st, err := os.Stat(b.path); err == nil && os.SameFile(st, cur) {
+		return
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return // unreadable for now: keep the file we have
+	}
+	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
+		b.h.fail(OpOpen, 0, err)
+		return
+	}
+	nf, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		// Keep appending to the file we have: late beats lost.
+		b.h.fail(OpOpen, 0, err)
+		return
+	}
+	size := int64(0)
+	if st, err := nf.Stat(); err == nil {
+		size = st.Size()
+	}
+	if err := b.f.Sync(); err != nil && b.dirty {
+		b.h.fail(OpSync, 0, err)
+	}
+	if err := b.f.Close(); err != nil {
+		b.h.fail(OpClose, 0, err)
+	}
+	b.f, b.size, b.dirty = nf, size, false
+	// A file someone else started may end mid-line: ours start on a new one.
+	b.unaligned = size > 0 && !endsWithNewline(nf, size)
+	_ = syncDir(filepath.Dir(b.path))
+	if b.log != nil {
+		b.log.Warn("audit record file was moved, removed or replaced; opened its path again", "size", size)
+	}
+}
+
+func endsWithNewline(f *os.File, size int64) bool {
+	var last [1]byte
+	if _, err := f.ReadAt(last[:], size-1); err != nil {
+		return true // unknown: do not add a line of our own
+	}
+	return last[0] == '\n'
 }
 
 // rotate moves the current file to the next backup name and starts a new

@@ -20,6 +20,9 @@ const (
 	DefaultQueueSize     = 8192
 	DefaultFsyncInterval = time.Second
 	DefaultLogInterval   = 10 * time.Second
+	// DefaultReopenCheck is how often a file sink checks that its path
+	// still names its file.
+	DefaultReopenCheck = time.Second
 )
 
 // The operations a sink error is counted under ([Reporter.SinkError]).
@@ -105,6 +108,7 @@ type options struct {
 	logInterval   time.Duration
 	now           func() time.Time
 	tailChunk     int
+	reopenCheck   time.Duration
 }
 
 // WithName sets the sink's name, the sink label of its metrics and logs
@@ -144,13 +148,18 @@ func WithReporter(r Reporter) Option { return func(o *options) { o.reporter = r 
 // since the previous one.
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
+// WithReopenCheck sets how often a file sink looks whether its path still
+// names the file it writes (default [DefaultReopenCheck]; 0 at every
+// write), reopening the path when the file was moved or removed.
+func WithReopenCheck(d time.Duration) Option { return func(o *options) { o.reopenCheck = d } }
+
 // withClock and withTailChunk are test seams.
 func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 func withTailChunk(n int) Option            { return func(o *options) { o.tailChunk = n } }
 
 func buildOptions(name string, opts []Option) options {
 	o := options{name: name, queue: DefaultQueueSize, fsync: FsyncInterval, fsyncInterval: DefaultFsyncInterval,
-		logInterval: DefaultLogInterval, now: time.Now, tailChunk: 64 << 10}
+		logInterval: DefaultLogInterval, now: time.Now, tailChunk: 64 << 10, reopenCheck: DefaultReopenCheck}
 	for _, f := range opts {
 		f(&o)
 	}

@@ -230,9 +230,13 @@ func Load(path string, reg Registry) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.IsDir() {
+		return nil, fmt.Errorf("config: %s is a directory, not a config file", path)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("config: read %s: %w", path, err)
+		// err names the path already (*fs.PathError).
+		return nil, fmt.Errorf("config: %w", err)
 	}
 	return Parse(data, path, reg)
 }
@@ -527,6 +531,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		}
 	}
 	p.checkMetricsPassthrough(cfg)
+	p.warnModelPassthrough(cfg)
 	p.checkRecordsFile(cfg, reg)
 	if env, ok := reg.(Environment); ok && env.LookupEnv() != nil {
 		if _, msg := cfg.Upstream.key(env.LookupEnv()); msg != "" {
@@ -1105,6 +1110,36 @@ func covers(s, path string) bool {
 		return strings.HasPrefix(lp+"/", strings.ToLower(prefix)) || strings.HasPrefix(lp, strings.ToLower(prefix))
 	}
 	return strings.TrimSuffix(strings.ToLower(s), "/") == lp
+}
+
+// modelPaths are other upstream APIs that run a model: passed through, what
+// they generate reaches the caller unmediated. They are not refused (a
+// deployment may mean it, or the upstream may not serve them), but said.
+var modelPaths = []string{
+	"/v1/completions", "/v1/batches", "/v1/assistants", "/v1/threads", "/v1/realtime",
+	"/api/chat", "/api/generate", // Ollama's native API
+}
+
+// warnModelPassthrough warns of a passthrough entry that covers one of
+// modelPaths.
+func (p *parser) warnModelPassthrough(cfg *Config) {
+	for i, pt := range cfg.Passthrough {
+		if i >= len(p.passLines) {
+			break
+		}
+		prefix, wildcard := strings.CutSuffix(pt, "*")
+		lp := strings.TrimSuffix(strings.ToLower(prefix), "/")
+		for _, m := range modelPaths {
+			hit := covers(pt, m) || strings.HasPrefix(lp, m+"/") || (wildcard && strings.HasPrefix(m, strings.ToLower(prefix)))
+			if !hit {
+				continue
+			}
+			e := p.passLines[i]
+			cfg.Warnings = append(cfg.Warnings, Problem{Path: e.path, Line: e.line,
+				Msg: fmt.Sprintf("warning: %s covers %s, an API that runs the model; passed through, its requests and answers are mediated by no binding", pt, m)})
+			break
+		}
+	}
 }
 
 // checkMetricsPassthrough refuses a passthrough entry that covers the

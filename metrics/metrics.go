@@ -38,6 +38,7 @@
 //	hooksproxy_active_sessions                                    gauge
 //	hooksproxy_tokens_total{direction}                            counter (prompt|completion)
 //	hooksproxy_requests_refused_total{code}                       counter (refused before any emission: 400, 413, 415)
+//	hooksproxy_passthrough_requests_total{code}                   counter (configured passthrough paths, forwarded unmediated)
 //
 // deploy/prometheus/alerts.yml and deploy/grafana/hooksproxy.json are built
 // on these; a test fails when they query a metric that is not here.
@@ -45,6 +46,7 @@ package metrics
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +108,9 @@ type ProxyObserver interface {
 	Tokens(prompt, completion int64)
 	// RequestRefused counts a request refused before any emission.
 	RequestRefused(code string)
+	// PassthroughRequest counts one request forwarded unmediated to a
+	// configured passthrough path, by the upstream's status (0: none).
+	PassthroughRequest(status int)
 	// ConfigReload counts one reload attempt.
 	ConfigReload(ok bool)
 }
@@ -149,6 +154,7 @@ type Metrics struct {
 	promptTokens        prometheus.Counter // tokens' two series, resolved once
 	completionTokens    prometheus.Counter
 	refused             *prometheus.CounterVec
+	passthrough         *prometheus.CounterVec
 
 	emissions    seriesCache[emissionKey, *emissionSeries]
 	interceptors seriesCache[interceptorKey, *interceptorSeries]
@@ -193,12 +199,13 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.activeSessions = gauge("active_sessions", "Sessions currently open.")
 	m.tokens = counter("tokens_total", "Model tokens from upstream usage, by direction (prompt or completion).", "direction")
 	m.refused = counter("requests_refused_total", "Requests refused before any emission (bad JSON or fields, wrong content type, too large, unreadable), by error code.", "code")
+	m.passthrough = counter("passthrough_requests_total", "Requests forwarded unmediated to a configured passthrough path, by the upstream's HTTP status code (error when none arrived).", "code")
 
 	for _, c := range []prometheus.Collector{
 		m.decisions, m.denials, m.hostErrors, m.foldTruncated, m.approvals, m.emissionDuration,
 		m.interceptorDuration, m.interceptorVerdicts, m.interceptorFailures, m.recordsDropped, m.sinkErrors,
 		m.configReloads, m.configLastOK, m.configLastOKTime, m.upstreamRequests, m.upstreamDuration,
-		m.bufferedBytes, m.heldStreams, m.activeSessions, m.tokens, m.refused,
+		m.bufferedBytes, m.heldStreams, m.activeSessions, m.tokens, m.refused, m.passthrough,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -428,6 +435,18 @@ func (m *Metrics) RequestRefused(code string) {
 		code = Other
 	}
 	m.refused.WithLabelValues(code).Inc()
+}
+
+// PassthroughRequest implements [ProxyObserver].
+func (m *Metrics) PassthroughRequest(status int) {
+	if m == nil {
+		return
+	}
+	code := "error"
+	if status >= 100 && status <= 599 {
+		code = strconv.Itoa(status)
+	}
+	m.passthrough.WithLabelValues(code).Inc()
 }
 
 // ConfigLoaded marks the configuration the process started with as loaded:

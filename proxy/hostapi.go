@@ -429,10 +429,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 // disables them.
 func (s *Server) adminOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		want := ""
-		if f := s.cur().AdminToken; f != nil {
-			want = f()
-		}
+		want := s.AdminToken()
 		if want == "" {
 			writeError(w, http.StatusForbidden, "permission_error", "The admin API is disabled: no admin token is configured (HOOKSPROXY_ADMIN_TOKEN).", "admin_disabled")
 			return
@@ -455,6 +452,16 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// AdminToken returns the admin token of the settings in force, "" when the
+// admin API is disabled. Guards mounted by other packages call it per
+// request, so a reload that rotates the token applies to them too.
+func (s *Server) AdminToken() string {
+	if f := s.cur().AdminToken; f != nil {
+		return f()
+	}
+	return ""
 }
 
 // AdminOnly exposes the admin guard for routes mounted by other packages.

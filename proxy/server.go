@@ -85,6 +85,9 @@ type Metrics interface {
 	// RequestRefused counts a request refused before any emission (400,
 	// 413, 415), by its error code.
 	RequestRefused(code string)
+	// PassthroughRequest counts a request forwarded to a passthrough path
+	// by the upstream's status (0 when none arrived).
+	PassthroughRequest(status int)
 }
 
 type noMetrics struct{}
@@ -95,6 +98,7 @@ func (noMetrics) HeldStreams(int)                          {}
 func (noMetrics) ActiveSessions(int)                       {}
 func (noMetrics) Tokens(int64, int64)                      {}
 func (noMetrics) RequestRefused(string)                    {}
+func (noMetrics) PassthroughRequest(int)                   {}
 
 // Server is the HTTP front of hooksproxy.
 type Server struct {
@@ -408,11 +412,19 @@ func (s *Server) isPassthrough(r *http.Request) bool {
 	return false
 }
 
-// cleanPath reports whether the request path is already canonical.
+// cleanPath reports whether the request path is already canonical. A '%'
+// left after one decoding (%252e) or a control byte (%00) is refused too:
+// a component behind the upstream that decodes again would see dots,
+// slashes or a cut path that no check here saw.
 func cleanPath(r *http.Request) bool {
 	if path.Clean(r.URL.Path) != r.URL.Path && path.Clean(r.URL.Path)+"/" != r.URL.Path {
 		return false
 	}
+	for i := 0; i < len(r.URL.Path); i++ {
+		if c := r.URL.Path[i]; c == '%' || c == '\\' || c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
 	raw := strings.ToLower(r.URL.RawPath)
-	return !strings.Contains(raw, "%2e") && !strings.Contains(raw, "%2f") && !strings.Contains(raw, "%5c") && !strings.Contains(r.URL.Path, "\\")
+	return !strings.Contains(raw, "%2e") && !strings.Contains(raw, "%2f") && !strings.Contains(raw, "%5c")
 }

@@ -167,10 +167,12 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.client.Do(out)
 	if err != nil {
+		s.opts.Metrics.PassthroughRequest(0)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		return
 	}
 	defer resp.Body.Close()
+	s.opts.Metrics.PassthroughRequest(resp.StatusCode)
 	copyRawHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)

@@ -366,7 +366,11 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 		for {
 			select {
 			case <-wctx.Done():
-				signal.Stop(hup)
+				// hup stays registered (not signal.Stop): SIGHUP's
+				// default action ends the process, and one sent while
+				// the shutdown drains (logrotate, systemctl reload)
+				// would cut the requests in flight and lose their
+				// records. Unread, later ones are dropped.
 				return
 			case <-hup:
 				_ = a.Reload()
@@ -395,6 +399,9 @@ func (rt *runtime) wait(ctx context.Context) int {
 		// the listener stays open meanwhile so that load balancers see
 		// the 503 rather than a refused connection.
 		rt.app.Server.Drain()
+		if rt.drainDelay <= 0 {
+			rt.log.Info("shutting down: requests in flight finish (up to 30s), then open sessions end (a second signal ends the process now)")
+		}
 		if rt.drainDelay > 0 {
 			rt.log.Info("shutting down: /readyz answers 503; serving on until the listener closes (a second signal ends the process now)", "delay", rt.drainDelay.String())
 			select {

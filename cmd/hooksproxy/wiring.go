@@ -198,9 +198,9 @@ func (b boundedResolver) ResolverTimeout() time.Duration { return b.timeout }
 // the record ring.
 func (w *wiring) mount(a *app.App, cfg *config.Config) {
 	r := a.Server.Router()
-	token := func() string { return app.Getenv(cfg.Admin.TokenEnv) }
 	r.Method(http.MethodGet, cfg.Metrics.Path, promhttp.HandlerFor(w.reg, promhttp.HandlerOpts{Registry: w.reg}))
-	w.queue().Mount(r, token)
+	// The token in force, read per request: a reload may rotate it.
+	w.queue().Mount(r, a.Server.AdminToken)
 	r.Method(http.MethodGet, "/agent-hooks/v1/records", a.Server.AdminOnly(w.ring))
 	w.metrics.ConfigLoaded()
 }
