@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -722,6 +723,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		msg := "upstream answered a stream to a request without stream: true; nothing of it was released"
 		if stream {
 			msg = "upstream answered a streaming request with a body that is not text/event-stream; nothing of it was released"
+			if e := jsonErrorBody(resp); e != nil {
+				// A provider failure answered as a 200 JSON error (as
+				// OpenRouter and LiteLLM do) to a streaming request: its
+				// message is passed on, as for a json request.
+				writeError(w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
+				rn.upstreamFailed()
+				return false
+			}
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
 		rn.upstreamFailed()
@@ -848,6 +857,30 @@ func (rn *run) preModel(ctx context.Context, body []byte) (modelCall, bool) {
 		}
 	}
 	return modelCall{body: body, model: model, reqID: reqID}, true
+}
+
+// jsonErrorBody reads an uncompressed JSON answer of at most 64 KiB and
+// returns its error when it is one ({"error": ...} and no choices) with a
+// message; nil otherwise.
+func jsonErrorBody(resp *http.Response) *UpstreamStreamError {
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct != "application/json" {
+		return nil
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil
+	}
+	const limit = 64 << 10
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err != nil || len(b) > limit || !gjson.ValidBytes(b) || !utf8.Valid(b) {
+		return nil
+	}
+	if !gjson.GetBytes(b, "error").Exists() || gjson.GetBytes(b, "choices").Exists() {
+		return nil
+	}
+	if e := newUpstreamStreamError(0, b); e.Message != "" {
+		return e
+	}
+	return nil
 }
 
 // streamFailed answers a held stream that ended in err.
