@@ -281,6 +281,20 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	rt, err := startRuntime(ctx, c.config, c.listen, log, nil)
 	if err != nil {
+		if strings.EqualFold(c.logFormat, "json") {
+			// stderr is a JSON log stream: the failure is one of its
+			// lines, each config problem an element of its own.
+			var ps *config.Problems
+			if errors.As(err, &ps) {
+				for _, pr := range ps.List {
+					log.Error("config problem", "file", ps.File, "line", pr.Line, "key", pr.Path, "problem", pr.Msg)
+				}
+				log.Error("hooksproxy could not start: the config has problems", "file", ps.File, "problems", len(ps.List))
+			} else {
+				log.Error("hooksproxy could not start", "error", err.Error())
+			}
+			return 1
+		}
 		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 1
 	}

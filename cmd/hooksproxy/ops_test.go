@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -174,5 +175,39 @@ func TestSighupDuringShutdownKeepsDraining(t *testing.T) {
 	b, _ := os.ReadFile(rec)
 	if !strings.Contains(string(b), `"agent_shutdown"`) {
 		t.Errorf("records have no agent_shutdown for the session:\n%s", b)
+	}
+}
+
+// With --log-format json, stderr is a JSON log stream from the first line:
+// a serve that cannot start says why in JSON lines, one per config
+// problem with its line and key.
+func TestServeStartFailureLogsJSON(t *testing.T) {
+	bad := writeConfig(t, "upstream: {base_url: http://127.0.0.1:1, timeout: xx}\nagent: {}\nfoo: 1\n")
+	for _, tc := range []struct {
+		name   string
+		config string
+		want   []string // in the lines, in order
+	}{
+		{"config problems", bad, []string{`"key":"upstream.timeout"`, `"key":"agent.id"`, `"line":3`, `"problems":`}},
+		{"missing file", filepath.Join(t.TempDir(), "none.yaml"), []string{`"msg":"hooksproxy could not start"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errs, code := runCmd(t, "serve", "--config", tc.config, "--log-format", "json", "--listen", "127.0.0.1:0")
+			if code != 1 {
+				t.Fatalf("exit %d, want 1", code)
+			}
+			lines := strings.Split(strings.TrimSpace(errs), "\n")
+			for _, l := range lines {
+				if !json.Valid([]byte(l)) {
+					t.Fatalf("stderr line is not JSON: %q", l)
+				}
+			}
+			all := strings.Join(lines, "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(all, w) {
+					t.Errorf("stderr lacks %s:\n%s", w, all)
+				}
+			}
+		})
 	}
 }
