@@ -51,6 +51,13 @@ func TestTargetsAnswer(t *testing.T) {
 				name := target + "/" + mode(stream) + "/" + strconv.Itoa(size)
 				t.Run(name, func(t *testing.T) {
 					s, err := NewCall(bases[target], stream, size).Do(context.Background(), client, buf)
+					// The bare ReverseProxy aborts a few streamed bodies
+					// (CLIENTS-AND-SSE.md, "Measured here"; the report counts
+					// them): a few tries for it, none for hooksproxy.
+					for try := 1; err != nil && target == Bare && stream && try < 5; try++ {
+						t.Logf("bare aborted a stream (%v); try %d", err, try+1)
+						s, err = NewCall(bases[target], stream, size).Do(context.Background(), client, buf)
+					}
 					if err != nil {
 						t.Fatalf("Do: %v", err)
 					}
