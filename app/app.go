@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -190,9 +191,9 @@ func (a *App) Reload() error {
 			a.cfg = cfg
 			a.mu.Unlock()
 			a.Server.Apply(em, settingsOf(cfg, a.opts))
-			old := a.started
-			if old.Listen != cfg.Listen || old.Upstream != cfg.Upstream || old.Sessions != cfg.Sessions || old.Limits != cfg.Limits || old.Metrics != cfg.Metrics || sinkOf(old.Records) != sinkOf(cfg.Records) {
-				a.log.Warn("config reloaded; listen, upstream, sessions, limits, metrics and records changes apply only after a restart")
+			if changed := restartOnly(a.started, cfg); len(changed) > 0 {
+				a.log.Warn("config reloaded; listen, upstream, sessions, limits, metrics and records changes apply only after a restart",
+					"changed", strings.Join(changed, ", "))
 			}
 			warns := cfg.Warnings
 			if a.opts.Warnings != nil {
@@ -214,18 +215,34 @@ func (a *App) Reload() error {
 	return nil
 }
 
-// Watch reloads on every change of the file's size or modification time,
-// polling every interval, until ctx ends. Polling works on every platform
-// and for editors that replace the file.
-func (a *App) Watch(ctx context.Context, interval time.Duration) {
-	stat := func() (time.Time, int64) {
-		fi, err := os.Stat(a.path)
-		if err != nil {
-			return time.Time{}, -1
+// restartOnly names the sections that differ from the config the process
+// started with and that only a restart applies.
+func restartOnly(old, cfg *config.Config) []string {
+	var out []string
+	for _, c := range []struct {
+		name string
+		diff bool
+	}{
+		{"listen", old.Listen != cfg.Listen},
+		{"upstream", old.Upstream != cfg.Upstream},
+		{"sessions", old.Sessions != cfg.Sessions},
+		{"limits", old.Limits != cfg.Limits},
+		{"metrics", old.Metrics != cfg.Metrics},
+		{"records", sinkOf(old.Records) != sinkOf(cfg.Records)},
+	} {
+		if c.diff {
+			out = append(out, c.name)
 		}
-		return fi.ModTime(), fi.Size()
 	}
-	mt, sz := stat()
+	return out
+}
+
+// Watch reloads on every change of the file's size or modification time,
+// or when another file took its name (a copy that kept both, cp -p or
+// rsync -t, renamed into place), polling every interval, until ctx ends.
+// Polling works on every platform and for editors that replace the file.
+func (a *App) Watch(ctx context.Context, interval time.Duration) {
+	last, _ := os.Stat(a.path)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -233,11 +250,14 @@ func (a *App) Watch(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			m, s := stat()
-			if s < 0 || (m.Equal(mt) && s == sz) {
+			fi, err := os.Stat(a.path)
+			if err != nil {
+				continue // gone for now (mid-replace): the next look sees it
+			}
+			if last != nil && fi.ModTime().Equal(last.ModTime()) && fi.Size() == last.Size() && os.SameFile(fi, last) {
 				continue
 			}
-			mt, sz = m, s
+			last = fi
 			_ = a.Reload()
 		}
 	}

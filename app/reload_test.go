@@ -360,8 +360,9 @@ func TestReloadSaysRecordsNeedARestart(t *testing.T) {
 		}
 		mu.Lock()
 		n := strings.Count(logs.String(), "records changes apply only after a restart")
+		named := strings.Count(logs.String(), "changed=records")
 		mu.Unlock()
-		if n != i+1 {
+		if n != i+1 || named != i+1 {
 			t.Fatalf("reload %d: %d warnings in\n%s", i+1, n, logs.String())
 		}
 	}
