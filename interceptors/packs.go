@@ -128,7 +128,15 @@ func foldText(s string) (out string, orig []int, ok bool) {
 
 // folds reports whether foldText changes r.
 func folds(r rune) bool {
-	return r >= 0xFF01 && r <= 0xFF5E || r == 0x3000 || r != utf8.RuneError && unicode.Is(unicode.Cf, r)
+	return r >= 0xFF01 && r <= 0xFF5E || r == 0x3000 || r != utf8.RuneError && invisible(r)
+}
+
+// invisible reports a default-ignorable code point that renders as
+// nothing: Cf, and the ones of other categories (the combining grapheme
+// joiner, variation selectors, Hangul fillers), which hide a match as well.
+func invisible(r rune) bool {
+	return unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r) ||
+		unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r)
 }
 
 const (
@@ -419,7 +427,7 @@ func packPatterns(pack string) []pattern {
 				// punctuation: the regex decides).
 				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\xe2\x80")) && t.digits() >= 9
 			}),
-			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, nil, has("@")),
+			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, validEmail, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
 			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(t *text) bool { return strings.Contains(t.s, "+") && t.digits() >= 8 }),
@@ -898,3 +906,23 @@ func digitBits(x uint64) uint64 {
 }
 
 func isUpper(c byte) bool { return c >= 'A' && c <= 'Z' }
+
+// imageExts are file extensions that end asset names shaped like an
+// address (logo@2x.png): no top-level domain is one of them.
+var imageExts = map[string]bool{"png": true, "jpg": true, "jpeg": true, "gif": true, "webp": true, "svg": true,
+	"ico": true, "bmp": true, "avif": true, "tif": true, "tiff": true, "heic": true}
+
+// validEmail rejects the two shapes of developer text the address pattern
+// matches that are no one's address: retina asset names (icon@3x.webp)
+// and git's SSH remotes (git@github.com:org/repo.git), which a coding
+// agent reads and writes all day and which a redaction would break.
+func validEmail(s string, start, end int) int {
+	m := s[start:end]
+	if i := strings.LastIndexByte(m, '.'); i >= 0 && imageExts[strings.ToLower(m[i+1:])] {
+		return start
+	}
+	if strings.HasPrefix(m, "git@") && end+1 < len(s) && s[end] == ':' && s[end+1] > ' ' {
+		return start
+	}
+	return end
+}

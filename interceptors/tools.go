@@ -111,6 +111,7 @@ func (t *toolStrings) get(o int) string {
 
 type argRule struct {
 	tool            glob
+	toolFold        glob // tool lower-cased, matched against lenientName
 	path            string
 	multi           bool
 	re, notRe       *regexp.Regexp
@@ -161,13 +162,16 @@ func compileDomains(at string, list []string) ([]domainRule, error) {
 // Tools is the hooksproxy.tools interceptor.
 type Tools struct {
 	allow, deny, escalate globList
-	hasAllow              bool
-	args                  []argRule
-	egress                bool
-	urlRE, wwwRE          *regexp.Regexp
-	allowDomains          []domainRule // nil: any host not denied
-	denyDomains           []domainRule
-	reasons, messages     [toolDeny + 1]string
+	// denyFold and escFold are deny and escalate lower-cased, matched
+	// against lenientName: see blocked.
+	denyFold, escFold globList
+	hasAllow          bool
+	args              []argRule
+	egress            bool
+	urlRE, wwwRE      *regexp.Regexp
+	allowDomains      []domainRule // nil: any host not denied
+	denyDomains       []domainRule
+	reasons, messages [toolDeny + 1]string
 }
 
 // urlExpr finds URL candidates in a string: scheme://..., and for the
@@ -188,6 +192,12 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	ps.add(err)
 	t.escalate, err = compileGlobs(configRoot+".escalate", c.Escalate)
 	ps.add(err)
+	if err == nil {
+		t.escFold, _ = compileGlobs(configRoot+".escalate", lowerAll(c.Escalate))
+	}
+	if t.deny != nil {
+		t.denyFold, _ = compileGlobs(configRoot+".deny", lowerAll(c.Deny))
+	}
 	ps.add(checkReason(configRoot+".reason", c.Reason))
 	for o := toolEscalate; o <= toolDeny; o++ {
 		r, err := pickReason(configRoot+".reasons."+toolOutcomeName(o), c.Reasons.get(o), c.Reason, toolDefaultReason(o))
@@ -203,6 +213,7 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 		}
 		g, err := compileGlob(at+".tool", pat)
 		ps.add(err)
+		gf, _ := compileGlob(at+".tool", strings.ToLower(pat))
 		if ac.Path == "" {
 			ps.add(cfgErr(at+".path", "required"))
 		} else if msg := argPathProblem(ac.Path); msg != "" {
@@ -212,7 +223,7 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			ps.add(cfgErr(at, "needs regex or not_regex"))
 		}
 		ps.add(checkReason(at+".reason", ac.Reason))
-		r := argRule{tool: g, path: ac.Path, multi: strings.Contains(ac.Path, "#"), required: ac.Required, reason: ac.Reason, message: ac.Message}
+		r := argRule{tool: g, toolFold: gf, path: ac.Path, multi: strings.Contains(ac.Path, "#"), required: ac.Required, reason: ac.Reason, message: ac.Message}
 		if ac.Regex != nil {
 			r.re, err = compileRegex(at+".regex", *ac.Regex)
 			ps.add(err)
@@ -305,10 +316,11 @@ func (t *Tools) Intercept(ctx context.Context, c *points.Context) (points.Verdic
 // egress violations > escalate > allow. Names under escalate count as
 // allowed-with-approval when an allow list is set.
 func (t *Tools) check(name string, args gjson.Result) toolFinding {
-	if i := t.deny.first(name); i >= 0 {
+	lenient := lenientName(name)
+	if i := blocked(t.deny, t.denyFold, name, lenient); i >= 0 {
 		return toolFinding{outcome: toolDeny, detail: fmt.Sprintf("tool name matches deny[%d] %q", i, t.deny[i].text)}
 	}
-	esc := t.escalate.first(name)
+	esc := blocked(t.escalate, t.escFold, name, lenient)
 	if t.hasAllow && t.allow.first(name) < 0 && esc < 0 {
 		return toolFinding{outcome: toolNotAllowed, detail: "tool name matches no allow pattern"}
 	}
@@ -326,6 +338,36 @@ func (t *Tools) check(name string, args gjson.Result) toolFinding {
 	return toolFinding{}
 }
 
+// blocked returns the index of the first of exact (deny or escalate) that
+// matches name, or whose lower-cased form matches lenient; -1 for none. A
+// dispatcher that resolves names leniently (case-insensitively, trimming,
+// or reading fullwidth forms) would run shell_exec for Shell_exec or
+// "ｓhell_exec ", so lists that block or hold a call match those too;
+// allow stays exact, as a name it does not list is not allowed anyway.
+func blocked(exact, folded globList, name, lenient string) int {
+	if i := exact.first(name); i >= 0 {
+		return i
+	}
+	return folded.first(lenient)
+}
+
+// lenientName is name with invisible characters removed, fullwidth forms
+// read as ASCII (foldText), surrounding space trimmed and case folded.
+func lenientName(name string) string {
+	if f, _, ok := foldText(name); ok {
+		name = f
+	}
+	return strings.ToLower(strings.TrimSpace(name))
+}
+
+func lowerAll(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = strings.ToLower(p)
+	}
+	return out
+}
+
 func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 	raw := rawArguments(args)
 	if raw && args.IsObject() && strings.TrimSpace(args.Get("raw_arguments").Str) == "" {
@@ -333,8 +375,11 @@ func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 		// no arguments: only a required value is missing.
 		raw, args = false, gjson.Parse(`{}`)
 	}
+	lenient := lenientName(name)
 	for i, r := range t.args {
-		if !r.tool.match(name) {
+		// A constraint holds for the names a lenient dispatcher resolves
+		// to its tool as well (see blocked).
+		if !r.tool.match(name) && (r.toolFold.re == nil || !r.toolFold.match(lenient)) {
 			continue
 		}
 		bad := func(what string) (toolFinding, bool) {
@@ -427,14 +472,34 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		return false
 	}
 	walkStringsAndKeys([]byte(args.Raw), func(v stringVisit) bool {
-		for _, cand := range t.urlRE.FindAllString(v.value, -1) {
-			if why, isBad := t.urlViolation(cand); isBad {
+		for _, loc := range t.urlRE.FindAllStringIndex(v.value, -1) {
+			if why, isBad := t.urlViolation(v.value[loc[0]:loc[1]]); isBad {
 				return bad(why)
+			}
+			// The finder stops at a quote, but a shell joins quoted
+			// pieces into one word: curl 'https://good'@evil/x and
+			// 'https://good'.evil/x go to evil.
+			if joined, ok := shellJoined(v.value, loc[0], loc[1]); ok {
+				if why, isBad := t.urlViolation(joined); isBad {
+					return bad(why)
+				}
 			}
 		}
 		kind := egressNone
 		if !v.isKey {
 			kind = egressMember(v.path)
+		}
+		// A value that is a destination is parsed whole by the tool:
+		// WHATWG parsers, urllib and Go's net/url read what follows a
+		// quote, a space or a form feed in the authority as userinfo
+		// (https://good'@evil/x, https://good @evil/x name evil). A value
+		// with line breaks is read by controlSplitViolation.
+		if first := strings.TrimLeftFunc(v.value, func(r rune) bool { return r <= ' ' }); !strings.ContainsAny(first, "\t\r\n") && (kind != egressNone || t.startsURL(first)) {
+			if host, ok := whatwgWholeHost(first); ok {
+				if why, isBad := t.hostViolation(host); isBad {
+					return bad(why)
+				}
+			}
 		}
 		if why, isBad := t.controlSplitViolation(v.value, kind); isBad {
 			return bad(why)
@@ -469,6 +534,39 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		return true
 	})
 	return f, found
+}
+
+// startsURL reports whether s starts with a URL the finder reads.
+func (t *Tools) startsURL(s string) bool {
+	loc := t.urlRE.FindStringIndex(s)
+	return loc != nil && loc[0] == 0
+}
+
+// shellJoined is the URL s[start:end] (a finder match) with the quoted
+// pieces a shell joins to it: from end, while a quote (' " `) is followed
+// by another quote or by a character that goes on with a host or its
+// userinfo (a letter, a digit, @ . - _ ~), the quote is dropped and the
+// text up to the next stop character is added. ok is false when nothing
+// was joined.
+func shellJoined(s string, start, end int) (string, bool) {
+	isQuote := func(c byte) bool { return c == '\'' || c == '"' || c == '`' }
+	goesOn := func(c byte) bool { return isQuote(c) || isWordByte(c) || strings.IndexByte("@.-_~", c) >= 0 }
+	stop := func(c byte) bool { return c <= ' ' || isQuote(c) || c == '<' || c == '>' }
+	var b strings.Builder
+	j := end
+	for j+1 < len(s) && isQuote(s[j]) && goesOn(s[j+1]) {
+		if b.Len() == 0 {
+			b.WriteString(s[start:end])
+		}
+		j++
+		k := j
+		for k < len(s) && !stop(s[k]) {
+			k++
+		}
+		b.WriteString(s[j:k])
+		j = k
+	}
+	return b.String(), b.Len() > 0
 }
 
 // controlSplitViolation judges the URLs of s as WHATWG parsers (browsers,
@@ -678,7 +776,9 @@ func egressWord(name string) int {
 // ("next") are not destinations.
 func (t *Tools) schemelessViolation(s string, kind int) (string, bool) {
 	s = strings.TrimSpace(s)
-	if s == "" || strings.Contains(s, "://") || strings.ContainsAny(s, " \t\r\n") {
+	if s == "" || t.startsURL(s) || strings.ContainsAny(s, " \t\r\n") {
+		// A value with a scheme is judged as the URL it is; one whose
+		// query or path holds a URL (evil.com/?r=https://good) is not.
 		return "", false
 	}
 	var cand string
@@ -758,6 +858,11 @@ func canonicalHost(host string) string {
 	h := strings.TrimRight(strings.ToLower(host), ".")
 	if a, err := idna.Lookup.ToASCII(h); err == nil {
 		h = strings.TrimRight(a, ".")
+	} else if a, err := whatwgIDNA.ToASCII(h); err == nil {
+		// Refused by the STD3 rules (an underscore, a label ending in
+		// "-"), which WHATWG parsers do not apply: new URL() maps
+		// a_b.ｅvil.com to a_b.evil.com and connects there.
+		h = strings.TrimRight(strings.ToLower(a), ".")
 	} else if m, err := idna.Punycode.ToASCII(h); err == nil {
 		h = strings.TrimRight(strings.ToLower(m), ".")
 	}
@@ -769,6 +874,12 @@ func canonicalHost(host string) string {
 	}
 	return h
 }
+
+// whatwgIDNA is the WHATWG URL standard's domain-to-ASCII: UTS #46
+// non-transitional mapping with CheckBidi and CheckJoiners, but without
+// UseSTD3ASCIIRules and CheckHyphens.
+var whatwgIDNA = idna.New(idna.MapForLookup(), idna.Transitional(false), idna.BidiRule(),
+	idna.CheckJoiners(true), idna.StrictDomainName(false), idna.CheckHyphens(false), idna.VerifyDNSLength(false))
 
 // legacyIPv4 parses the IPv4 forms inet_aton and the WHATWG URL parser
 // accept: one to four parts, each decimal, 0x hex or 0-prefixed octal, the
