@@ -137,10 +137,15 @@ func toolDecls(body []byte) ([]byte, []string) {
 // agent's parser then reads. Anything else (truncated or non-object JSON)
 // is kept as raw_arguments, in the text a lenient decoder would read
 // (minimalEscapes), for the same reason.
+//
+// An object a model wrote in the wrapper's own shape ({"raw_arguments":
+// "<text>"} and nothing else) is wrapped as text too: argsString unwraps
+// the shape on write-back, and would otherwise release <text> (say
+// {"cmd":"rm -rf /"}) as the arguments, which no point judged as such.
 func argsObject(s string) []byte {
 	b := bytesOf(s)
 	if points.ValidJSON(b) {
-		if r := gjson.Parse(s); r.IsObject() {
+		if r := gjson.Parse(s); r.IsObject() && !standInShaped(r) {
 			return compact(b)
 		}
 	} else if !points.DepthWithin(b, points.DefaultMaxDepth) {
@@ -203,12 +208,25 @@ func minimalEscapes(s string) string {
 	return b.String()
 }
 
+// standInShaped reports whether args is an object of the raw_arguments
+// wrapper's shape, the one argsString unwraps.
+func standInShaped(args gjson.Result) bool {
+	if !args.IsObject() {
+		return false
+	}
+	n, str := 0, false
+	args.ForEach(func(k, v gjson.Result) bool {
+		n++
+		str = k.Str == "raw_arguments" && v.Type == gjson.String
+		return n < 2
+	})
+	return n == 1 && str
+}
+
 // argsString is the inverse of argsObject for write-back.
 func argsString(args gjson.Result) string {
-	if args.IsObject() {
-		if ra := args.Get("raw_arguments"); ra.Type == gjson.String && len(args.Map()) == 1 {
-			return ra.Str
-		}
+	if standInShaped(args) {
+		return args.Get("raw_arguments").Str
 	}
 	return string(compact([]byte(args.Raw)))
 }
