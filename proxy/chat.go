@@ -147,6 +147,13 @@ func (rn *run) upstreamFailedStatus(status int) {
 // an empty 200.
 func (rn *run) cancelled() {
 	rn.tellClosing()
+	if rn.followUp && rn.s.base.Err() == nil {
+		// A tool-loop follow-up whose client gave up (an SDK timeout) is
+		// retried with the same results, as after a retryable upstream
+		// failure: the run stays open for the retry, and the idle timeout
+		// ends it, cancelled, when none comes.
+		return
+	}
 	rn.end("cancelled", false)
 }
 

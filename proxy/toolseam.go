@@ -23,8 +23,11 @@ type toolCall struct {
 	proceed bool
 	args    []byte          // arguments after transform (what the tool gets)
 	control json.RawMessage // control error when withheld
-	// post_tool_call outcome.
-	postDone bool
+	// post_tool_call outcome. postReady is closed once result is set by
+	// the post that ran: a request carrying the same result meanwhile
+	// waits for it rather than pass the result unjudged (§6.1).
+	postDone  bool
+	postReady chan struct{}
 	// hostAnswer is the host API's answer to the post that ran, kept with
 	// the SHA-256 of the result it was asked about (hostSum, set as the
 	// post starts, with hostPost true), so that the same post retried (its
@@ -182,12 +185,27 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		}
 		sess.mu.Lock()
 	}
+	if tc != nil && tc.postDone && tc.result == nil && tc.postReady != nil {
+		// Its post is still deciding (another request carrying the same
+		// result, or the host API): what the model may see of the result
+		// is that verdict, so wait for it.
+		ready := tc.postReady
+		sess.mu.Unlock()
+		select {
+		case <-ready:
+		case <-ctx.Done():
+			return nil, false, true
+		}
+		sess.mu.Lock()
+	}
 	if tc == nil || !tc.preDone || !tc.proceed || tc.postDone {
 		already = tc != nil && tc.postDone
 		sess.mu.Unlock()
 		return nil, false, already
 	}
 	tc.postDone = true
+	tc.postReady = make(chan struct{})
+	defer close(tc.postReady) // after the result is set below
 	if hostSum != nil {
 		tc.hostSum, tc.hostPost, tc.posted = *hostSum, true, make(chan struct{})
 	}
