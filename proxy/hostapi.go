@@ -224,7 +224,9 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	// Linked before the pre runs: a chat follow-up carrying this call's
 	// result while its pre waits (an approval) is the same turn going on.
 	s.sessions.link(sess, []string{cid}, -1)
-	out, res, existing := s.preTool(r.Context(), pol.em, sess, cid, name.Str, argsRaw)
+	ctx, done := s.outlive(r.Context())
+	defer done()
+	out, res, existing := s.preTool(ctx, pol.em, sess, cid, name.Str, argsRaw)
 	if existing && (out.name != name.Str || (!points.JSONEqual(string(out.reqArgs), string(argsRaw)) && !points.JSONEqual(string(out.args), string(argsRaw)))) {
 		// The remembered verdict covers that call only, not a different one.
 		writeError(w, http.StatusConflict, "invalid_request_error", "tool call id already used for a different call", "tool_call_conflict")
@@ -294,7 +296,9 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		h.Write([]byte{1})
 	}
 	h.Sum(sum[:0])
-	res, ran, already := s.postTool(r.Context(), pol.em, sess, cid, value, isError, nil, &sum)
+	ctx, done := s.outlive(r.Context())
+	defer done()
+	res, ran, already := s.postTool(ctx, pol.em, sess, cid, value, isError, nil, &sum)
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {
@@ -452,6 +456,18 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// outlive returns a context for a host API emission that goes on when its
+// client leaves (it still ends with the server): a pre or post waiting for
+// an approval stays queued through an HTTP client's timeout, and the
+// client's retry of the same call waits for that same decision (one
+// emission per id) instead of finding the call withdrawn for good. The
+// emission's own bounds (interceptor and resolver timeouts) end it.
+func (s *Server) outlive(ctx context.Context) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(s.base, cancel)
+	return out, func() { stop(); cancel() }
 }
 
 // AdminToken returns the admin token of the settings in force, "" when the

@@ -1,0 +1,80 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// A host API pre or post whose client gives up while the decision waits
+// (an approval, a slow policy service) is not withdrawn: the client's
+// retry of the same call gets that decision, from the one emission.
+func TestHostCallOutlivesItsClient(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body string
+		point            points.Point
+	}{
+		{"pre", "pre", `{"name":"send_email","args":{"to":"a"}}`, points.PreToolCall},
+		{"post", "post", `{"name":"send_email","args":{"to":"a"},"result":"sent","is_error":false}`, points.PostToolCall},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := seqUpstream(t, plainCompletion)
+			entered, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			slow := points.Binding{Name: "slow", Interceptor: points.InterceptorFunc(func(ctx context.Context, c *points.Context) (points.Verdict, error) {
+				if c.Point() == tc.point {
+					once.Do(func() { close(entered) })
+					select {
+					case <-release:
+					case <-ctx.Done():
+						return points.Verdict{}, ctx.Err()
+					}
+				}
+				return points.Allow(), nil
+			})}
+			p := seamProxy(t, up.URL, slow)
+			base := p.URL + "/agent-hooks/v1/sessions/s-outlive/tool-calls/call_1/"
+			if tc.point == points.PostToolCall {
+				if r, b := hostCall(t, base+"pre", `{"name":"send_email","args":{"to":"a"}}`); r.StatusCode != 200 {
+					t.Fatalf("pre: %d %s", r.StatusCode, b)
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Content-Type", "application/json")
+			gone := make(chan struct{})
+			go func() {
+				defer close(gone)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			<-entered
+			cancel() // the client gives up while the decision waits
+			<-gone
+			retried := make(chan []byte, 1)
+			go func() { _, b := hostCall(t, base+tc.path, tc.body); retried <- b }()
+			time.Sleep(50 * time.Millisecond) // the retry is waiting (if it came later, it finds the outcome)
+			close(release)
+			b := <-retried
+			if !gjson.GetBytes(b, "proceed").Bool() {
+				t.Fatalf("retry after the client gave up: %s, want the decision (proceed)", b)
+			}
+			if n := count(p.sink, tc.point); n != 1 {
+				t.Fatalf("%s emitted %d times, want 1", tc.point, n)
+			}
+			for _, r := range p.sink.Records() {
+				if r.InterceptionPoint == tc.point && r.Verdict.Decision != points.DecisionAllow {
+					t.Fatalf("the record says %s %s: the client's leaving cut the emission", r.Verdict.Decision, r.Verdict.Reason)
+				}
+			}
+		})
+	}
+}
