@@ -1077,7 +1077,11 @@ func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, raw []byte,
 		}
 		all = append(all, v)
 	}
-	return e.aggregate(ctx, p, all, true, raw, work)
+	// §10.3: fold_truncated is defined for both sequential profiles; here
+	// every binding ran.
+	o := e.aggregate(ctx, p, all, true, raw, work)
+	o.foldTruncated = some(false)
+	return o
 }
 
 func (e *Emitter) parallel(ctx context.Context, p Point, bs []Binding, raw []byte, work *[]byte) outcome {

@@ -170,3 +170,25 @@ func TestFoldedEnvelopeTypesChecked(t *testing.T) {
 		t.Fatalf("a transform that keeps the envelope: proceed %v, transformed %v, %q", res.Proceed, res.Transformed, res.Verdict.Reason)
 	}
 }
+
+// §10.3 fold_truncated is "defined for the sequential profiles": run_all's
+// record carries it, false when every binding ran, true when a failed fold
+// left one uninvoked.
+func TestRunAllRecordsFoldTruncated(t *testing.T) {
+	bad := Replace("$target.nope", json.RawMessage(`1`))
+	for _, tc := range []struct {
+		name string
+		bs   []Binding
+		want bool
+	}{
+		{"all ran", auditBindings(allowAll(), verdictOf(Deny("no", ""))), false},
+		{"fold failed first", auditBindings(verdictOf(bad), allowAll()), true},
+		{"fold failed last", auditBindings(allowAll(), verdictOf(bad)), false},
+	} {
+		e := newTestEmitter(t, Config{Composition: Composition{Profile: ProfileRunAll}, Bindings: tc.bs})
+		res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c1", "t", auditArgs))
+		if res.Record.FoldTruncated == nil || *res.Record.FoldTruncated != tc.want {
+			t.Errorf("%s: fold_truncated %v, want %v", tc.name, res.Record.FoldTruncated, tc.want)
+		}
+	}
+}
