@@ -35,7 +35,9 @@ func OpenFile(path string, opts ...Option) (*Sink, error) {
 	}
 	fb.log = o.logger.With("sink", o.name, "path", path)
 	fb.now, fb.checkEvery = o.now, o.reopenCheck
-	if fb.stream && (o.maxBytes > 0 || o.syncWrite) {
+	if fb.stream && fb.syncable && o.maxBytes > 0 {
+		o.logger.Warn("audit record file names a descriptor (such as /dev/stdout): it is not rotated", "sink", o.name, "path", path)
+	} else if fb.stream && !fb.syncable && (o.maxBytes > 0 || o.syncWrite) {
 		o.logger.Warn("audit record file is not a regular file (a pipe, terminal or device such as /dev/stdout): it is not rotated and not fsynced", "sink", o.name, "path", path)
 	}
 	s := newSink(o, fb, func(h hooks) { fb.h = h })
@@ -61,6 +63,9 @@ type fileBackend struct {
 	// (renaming /dev/stdout would move the device's name) and nothing
 	// fsync can make more durable.
 	stream bool
+	// syncable: a stream whose descriptor is open on a regular file,
+	// which fsync does make durable.
+	syncable bool
 	// The path is looked at every checkEvery (0: every flush): when the
 	// file was moved or removed under it (logrotate without copytruncate,
 	// an operator's mv or rm), the path is opened again, so that records
@@ -113,8 +118,12 @@ func openFileBackend(path string, o options) (*fileBackend, int64, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("audit: open record file: %w", err)
 	}
-	if st, err := f.Stat(); err == nil && !st.Mode().IsRegular() || descriptorPath(path) {
-		return &fileBackend{path: path, f: f, stream: true}, 0, nil
+	st, serr := f.Stat()
+	regular := serr == nil && st.Mode().IsRegular()
+	if !regular || descriptorPath(path) {
+		// A descriptor open on a regular file ("serve > out.log") is
+		// still fsynced: only its name is not ours to rotate or cut.
+		return &fileBackend{path: path, f: f, stream: true, syncable: regular}, 0, nil
 	}
 	keep, torn, err := recoverTail(f, o.tailChunk)
 	if err != nil {
@@ -210,9 +219,13 @@ func (b *fileBackend) flush() error {
 	n, err := b.f.Write(b.buf)
 	b.buf = b.buf[:0]
 	if err != nil {
-		// Cut whatever part made it, so the file stays line-aligned.
+		// Cut whatever part made it, so the file stays line-aligned. A
+		// stream's size is not the file's (a descriptor's file holds what
+		// was there before, and what others write to it): never cut it.
 		if n > 0 {
-			if terr := b.f.Truncate(b.size); terr != nil {
+			if b.stream {
+				b.unaligned = true
+			} else if terr := b.f.Truncate(b.size); terr != nil {
 				b.size += int64(n)
 				b.unaligned = true
 			}
@@ -228,7 +241,7 @@ func (b *fileBackend) flush() error {
 }
 
 func (b *fileBackend) sync() error {
-	if !b.dirty || b.stream {
+	if !b.dirty || b.stream && !b.syncable {
 		b.dirty = false
 		return nil
 	}

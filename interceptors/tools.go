@@ -494,7 +494,7 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		// quote, a space or a form feed in the authority as userinfo
 		// (https://good'@evil/x, https://good @evil/x name evil). A value
 		// with line breaks is read by controlSplitViolation.
-		if first := strings.TrimLeftFunc(v.value, func(r rune) bool { return r <= ' ' }); !strings.ContainsAny(first, "\t\r\n") && (kind != egressNone || t.startsURL(first)) {
+		if first := strings.TrimLeftFunc(v.value, func(r rune) bool { return r <= ' ' }); !strings.ContainsAny(first, "\t\r\n") && (kind != egressNone || t.urlThenBlankAt(first)) {
 			if host, ok := whatwgWholeHost(first); ok {
 				if why, isBad := t.hostViolation(host); isBad {
 					return bad(why)
@@ -534,6 +534,31 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		return true
 	})
 	return f, found
+}
+
+// urlThenBlankAt reports whether free text s starts with a URL the finder
+// reads that goes on, after blanks or quotes only, with an '@' in the same
+// authority (https://good @evil/x): the trick, not prose that starts with
+// a URL and mentions an address later ("https://good is down, cc a@b").
+func (t *Tools) urlThenBlankAt(s string) bool {
+	loc := t.urlRE.FindStringIndex(s)
+	if loc == nil || loc[0] != 0 {
+		return false
+	}
+	rest := s[loc[1]:]
+	if j := strings.IndexAny(rest, `/?#\`); j >= 0 {
+		rest = rest[:j]
+	}
+	at := strings.IndexByte(rest, '@')
+	if at < 0 {
+		return false
+	}
+	for i := 0; i < at; i++ {
+		if c := rest[i]; c > ' ' && c != '\'' && c != '"' && c != '`' && c != '<' && c != '>' {
+			return false
+		}
+	}
+	return true
 }
 
 // startsURL reports whether s starts with a URL the finder reads.

@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -21,6 +21,8 @@ import (
 func TestCancelledFollowUpRetryStaysInRun(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
+	var hang atomic.Bool
+	arrived, upGone := make(chan struct{}), make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		mu.Lock()
@@ -28,14 +30,13 @@ func TestCancelledFollowUpRetryStaysInRun(t *testing.T) {
 		i := n
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
-		switch i {
-		case 1:
+		switch {
+		case i == 1:
 			_, _ = io.WriteString(w, oneCallAnswer)
-		case 2: // the follow-up the client gives up on
-			select {
-			case <-r.Context().Done():
-			case <-time.After(5 * time.Second):
-			}
+		case hang.Load(): // the follow-up the client gives up on
+			close(arrived)
+			<-r.Context().Done()
+			close(upGone)
 		default:
 			_, _ = io.WriteString(w, plainCompletion)
 		}
@@ -50,15 +51,33 @@ func TestCancelledFollowUpRetryStaysInRun(t *testing.T) {
 	}
 	sid := r1.Header.Get("X-Agent-Hooks-Session")
 	follow := strings.Replace(inflightFollow, "RAW-RESULT-UNDER-REVIEW", "result one", 1)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	// Synchronised on events, not on sleeps: the client gives up once the
+	// follow-up is at the upstream, and the retry is sent once the
+	// follow-up's handler has ended (else it would find the run open
+	// whatever cancelled does).
+	hang.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/v1/chat/completions", strings.NewReader(follow))
 	req.Header.Set("Content-Type", "application/json")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		resp.Body.Close()
-		t.Fatal("expected the client to time out")
-	}
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			t.Error("expected the client to give up")
+		}
+	}()
+	<-arrived
 	cancel()
-	time.Sleep(200 * time.Millisecond)
+	<-gone
+	<-upGone
+	hang.Store(false)
+	waitFor(t, "the given-up follow-up's handler to end", func() bool {
+		p.srv.sessions.mu.Lock()
+		defer p.srv.sessions.mu.Unlock()
+		s := p.srv.sessions.byID[sid]
+		return s == nil || s.inFlight == 0
+	})
 	r2, b2 := post(t, p.URL, follow) // the SDK's retry
 	if r2.StatusCode != 200 {
 		t.Fatalf("%d %s", r2.StatusCode, b2)

@@ -427,6 +427,12 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	if b, res := s.applyToolHistory(ctx, rn.pol, sess, body); res != nil {
 		rn.blocked(*res)
 		return nil, false
+	} else if ctx.Err() != nil {
+		// The client left while a result's verdict (another request's
+		// pre or post) was pending: that result is still unjudged in
+		// body, so no point is handed it.
+		rn.cancelled()
+		return nil, false
 	} else {
 		body = b
 	}
@@ -809,7 +815,7 @@ func writeBackInput(body []byte, in turnInput, target gjson.Result, content stri
 }
 
 // decodedBody is the answer's body as the points read it, and its length
-// when known. The proxy asks for no coding (it drops Accept-Encoding), but
+// when known. The proxy asks for no coding (Accept-Encoding: identity), but
 // an upstream that gzips anyway is read through gzip (limits count the
 // decoded bytes); any other coding is refused, naming it, rather than
 // misread as a broken body.

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -61,7 +60,8 @@ func TestHostCallOutlivesItsClient(t *testing.T) {
 			<-gone
 			retried := make(chan []byte, 1)
 			go func() { _, b := hostCall(t, base+tc.path, tc.body); retried <- b }()
-			time.Sleep(50 * time.Millisecond) // the retry is waiting (if it came later, it finds the outcome)
+			// The gone client's emission and the retry.
+			waitInFlight(t, p, "s-outlive", func(n int) bool { return n >= 2 }, "the retry to arrive")
 			close(release)
 			b := <-retried
 			if !gjson.GetBytes(b, "proceed").Bool() {

@@ -464,10 +464,26 @@ func (s *Server) adminOnly(next http.Handler) http.Handler {
 // client's retry of the same call waits for that same decision (one
 // emission per id) instead of finding the call withdrawn for good. The
 // emission's own bounds (interceptor and resolver timeouts) end it.
+//
+// Only the emission outlives the client: a wait for another request's
+// outcome (a retry's) still ends with the client (waitCtx), or every
+// retry an SDK gives up on would stay in its handler until the decision.
 func (s *Server) outlive(ctx context.Context) (context.Context, context.CancelFunc) {
 	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(s.base, cancel)
+	out = context.WithValue(out, clientCtxKey{}, ctx)
 	return out, func() { stop(); cancel() }
+}
+
+type clientCtxKey struct{}
+
+// waitCtx is the context a wait for another request's outcome ends with:
+// the client's own when ctx is outlive's, else ctx.
+func waitCtx(ctx context.Context) context.Context {
+	if c, ok := ctx.Value(clientCtxKey{}).(context.Context); ok {
+		return c
+	}
+	return ctx
 }
 
 // AdminToken returns the admin token of the settings in force, "" when the

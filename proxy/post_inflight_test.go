@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -49,7 +48,7 @@ func TestToolResultNotForwardedWhilePostPending(t *testing.T) {
 	go func() { defer wg.Done(); post(t, p.URL, inflightFollow, "X-Agent-Hooks-Session", sid) }()
 	<-entered // the first follow-up's post_tool_call is deciding
 	go func() { defer wg.Done(); post(t, p.URL, inflightFollow, "X-Agent-Hooks-Session", sid) }()
-	time.Sleep(300 * time.Millisecond)
+	waitInFlight(t, p, sid, func(n int) bool { return n >= 2 }, "the second follow-up to arrive")
 	close(release)
 	wg.Wait()
 	for i, b := range got() {
@@ -81,7 +80,7 @@ func TestHostPostPendingChatFollowUp(t *testing.T) {
 	}()
 	<-entered
 	go func() { defer wg.Done(); post(t, p.URL, inflightFollow, "X-Agent-Hooks-Session", sid) }()
-	time.Sleep(300 * time.Millisecond)
+	waitInFlight(t, p, sid, func(n int) bool { return n >= 2 }, "the chat follow-up to arrive")
 	close(release)
 	wg.Wait()
 	for i, b := range got() {

@@ -173,12 +173,13 @@ func New(opts Options) *Server {
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: opts.UpstreamTimeout,
 			ForceAttemptHTTP2:     true,
-			DisableCompression:    true, // we strip Accept-Encoding and read identity bodies
+			DisableCompression:    true, // we ask for Accept-Encoding: identity and read identity bodies
 		}
 	}
-	// A redirect is answered as the upstream's (a 3xx passes through like
-	// any non-2xx): following it would send the prompt, and the configured
-	// key, to wherever the upstream points.
+	// A redirect is never followed: following it would send the prompt,
+	// and the configured key, to wherever the upstream points. A chat
+	// request answers any 3xx with 502 upstream_redirect (modelTurn); a
+	// passthrough path passes it on as it came.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
 	s.base, s.abort = context.WithCancel(context.Background())
@@ -422,6 +423,13 @@ func cleanPath(r *http.Request) bool {
 	}
 	for i := 0; i < len(r.URL.Path); i++ {
 		if c := r.URL.Path[i]; c == '%' || c == '\\' || c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	// A dot segment with a path parameter (..;x), which servers that read
+	// parameters (Tomcat, Jetty, Spring) strip and then normalise as "..".
+	for seg := range strings.SplitSeq(r.URL.Path, "/") {
+		if before, _, ok := strings.Cut(seg, ";"); ok && (before == "." || before == "..") {
 			return false
 		}
 	}

@@ -109,7 +109,7 @@ func (s *Server) preTool(ctx context.Context, em *points.Emitter, sess *session,
 		if ready != nil {
 			select {
 			case <-ready:
-			case <-ctx.Done():
+			case <-waitCtx(ctx).Done():
 				return preOutcome{name: name, control: controlError(points.PreToolCall, points.Deny("cancelled", ""))}, nil, true
 			}
 		}
@@ -180,7 +180,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		sess.mu.Unlock()
 		select {
 		case <-ready:
-		case <-ctx.Done():
+		case <-waitCtx(ctx).Done():
 			return nil, false, false
 		}
 		sess.mu.Lock()
@@ -193,7 +193,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		sess.mu.Unlock()
 		select {
 		case <-ready:
-		case <-ctx.Done():
+		case <-waitCtx(ctx).Done():
 			return nil, false, true
 		}
 		sess.mu.Lock()
