@@ -1116,7 +1116,7 @@ func covers(s, path string) bool {
 // they generate reaches the caller unmediated. They are not refused (a
 // deployment may mean it, or the upstream may not serve them), but said.
 var modelPaths = []string{
-	"/v1/completions", "/v1/batches", "/v1/assistants", "/v1/threads", "/v1/realtime",
+	"/v1/completions", "/v1/batches", "/v1/assistants", "/v1/threads", "/v1/realtime", "/v1/images", "/v1/audio",
 	"/api/chat", "/api/generate", // Ollama's native API
 }
 

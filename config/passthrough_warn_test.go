@@ -26,6 +26,8 @@ func TestModelPassthroughWarns(t *testing.T) {
 		{"/api/*", "covers /api/chat"},
 		{"/api/generate", "covers /api/generate"},
 		{"/api/tags", ""},
+		{"/v1/images/generations", "covers /v1/images"},
+		{"/v1/audio*", "covers /v1/audio"},
 	} {
 		cfg, err := Parse([]byte(head+"passthrough: ['"+tt.entry+"']\n"), "hp.yaml", configRegistry(t))
 		if err != nil {
