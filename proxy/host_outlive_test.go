@@ -26,19 +26,7 @@ func TestHostCallOutlivesItsClient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up, _ := seqUpstream(t, plainCompletion)
 			entered, release := make(chan struct{}), make(chan struct{})
-			var once sync.Once
-			slow := points.Binding{Name: "slow", Interceptor: points.InterceptorFunc(func(ctx context.Context, c *points.Context) (points.Verdict, error) {
-				if c.Point() == tc.point {
-					once.Do(func() { close(entered) })
-					select {
-					case <-release:
-					case <-ctx.Done():
-						return points.Verdict{}, ctx.Err()
-					}
-				}
-				return points.Allow(), nil
-			})}
-			p := seamProxy(t, up.URL, slow)
+			p := seamProxy(t, up.URL, heldAt(tc.point, entered, release))
 			base := p.URL + "/agent-hooks/v1/sessions/s-outlive/tool-calls/call_1/"
 			if tc.point == points.PostToolCall {
 				if r, b := hostCall(t, base+"pre", `{"name":"send_email","args":{"to":"a"}}`); r.StatusCode != 200 {
@@ -77,4 +65,22 @@ func TestHostCallOutlivesItsClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldAt allows every point but p, which it holds until release is closed
+// (and then allows), closing entered when the first call at p arrives: a
+// decision that takes as long as the test wants.
+func heldAt(p points.Point, entered, release chan struct{}) points.Binding {
+	var once sync.Once
+	return points.Binding{Name: "held", Interceptor: points.InterceptorFunc(func(ctx context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == p {
+			once.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return points.Verdict{}, ctx.Err()
+			}
+		}
+		return points.Allow(), nil
+	})}
 }

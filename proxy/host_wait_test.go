@@ -18,19 +18,7 @@ import (
 func TestHostRetriesDoNotOutliveTheirClients(t *testing.T) {
 	up, _ := seqUpstream(t, plainCompletion)
 	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	slow := points.Binding{Name: "slow", Interceptor: points.InterceptorFunc(func(ctx context.Context, c *points.Context) (points.Verdict, error) {
-		if c.Point() == points.PreToolCall {
-			once.Do(func() { close(entered) })
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return points.Verdict{}, ctx.Err()
-			}
-		}
-		return points.Allow(), nil
-	})}
-	p := seamProxy(t, up.URL, slow)
+	p := seamProxy(t, up.URL, heldAt(points.PreToolCall, entered, release))
 	defer close(release)
 	u := p.URL + "/agent-hooks/v1/sessions/s-pile/tool-calls/call_1/pre"
 	body := `{"name":"send_email","args":{"to":"a"}}`

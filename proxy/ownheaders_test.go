@@ -4,10 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
-
-	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // The headers hooksproxy sets itself keep one value whatever the upstream
@@ -38,15 +35,7 @@ func TestOwnHeadersNotDuplicated(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body)
 			}))
 			defer up.Close()
-			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.Parse(up.URL)
-			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1 << 20, Agent: points.Agent{ID: "a", Framework: "f"}})
-			s.Start()
-			hs := httptest.NewServer(s)
-			defer func() { hs.Close(); s.Close() }()
+			hs := newProxy(t, up.URL, allowAll())
 			resp, _ := post(t, hs.URL, tc.req)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d", resp.StatusCode)

@@ -4,12 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // Every 3xx answers 502 upstream_redirect (README "HTTP surface"), with or
@@ -36,20 +33,11 @@ func TestAnyRedirectIs502(t *testing.T) {
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, `{"error":{"message":"moved"}}`)
 			}))
-			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.Parse(up.URL)
-			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1 << 20, Agent: points.Agent{ID: "a", Framework: "f"}})
-			s.Start()
-			hs := httptest.NewServer(s)
+			hs := newProxy(t, up.URL, allowAll())
 			resp, body := post(t, hs.URL, req)
 			if resp.StatusCode != http.StatusBadGateway || gjson.GetBytes(body, "error.code").Str != "upstream_redirect" || resp.Header.Get("Location") != "" {
 				t.Errorf("%d location %q stream=%v: got %d %s (Location %q)", tc.status, tc.location, req == helloStream, resp.StatusCode, body, resp.Header.Get("Location"))
 			}
-			hs.Close()
-			s.Close()
 			up.Close()
 		}
 	}

@@ -4,12 +4,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"testing"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // A streaming request answered 200 with a JSON error body (a provider
@@ -33,15 +30,7 @@ func TestStreamAnsweredWithJSONError(t *testing.T) {
 				_, _ = io.WriteString(w, tc.body)
 			}))
 			defer up.Close()
-			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.Parse(up.URL)
-			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1 << 20, Agent: points.Agent{ID: "a", Framework: "f"}})
-			s.Start()
-			hs := httptest.NewServer(s)
-			defer func() { hs.Close(); s.Close() }()
+			hs := newProxy(t, up.URL, allowAll())
 			resp, body := post(t, hs.URL, helloStream)
 			if resp.StatusCode != http.StatusBadGateway || gjson.GetBytes(body, "error.type").Str != "upstream_error" {
 				t.Fatalf("got %d %s, want 502 upstream_error", resp.StatusCode, body)

@@ -6,13 +6,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/hooksproxy/hooksproxy/points"
 )
 
 func utf8Chunk(content string) string {
@@ -51,15 +48,7 @@ func TestStreamInvalidUTF8(t *testing.T) {
 				_, _ = io.WriteString(w, tc.in)
 			}))
 			defer up.Close()
-			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: points.NewMemorySink(0)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.Parse(up.URL)
-			s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 1 << 20, Agent: points.Agent{ID: "a", Framework: "f"}})
-			s.Start()
-			hs := httptest.NewServer(s)
-			defer func() { hs.Close(); s.Close() }()
+			hs := newProxy(t, up.URL, allowAll())
 			resp, body := post(t, hs.URL, helloStream)
 			if !tc.bad {
 				if resp.StatusCode != 200 || !bytes.Contains(body, []byte("h\u00e9 \u4e16")) {
