@@ -214,6 +214,13 @@ func (b *Budget) CheckPoints(at []points.Point) error {
 	if b.maxElapsed > 0 && !has(points.Input) && !has(points.PreModelCall) && !has(points.PreToolCall) {
 		missing = append(missing, "max_elapsed needs input, pre_model_call or pre_tool_call")
 	}
+	// The clock starts at the first context the binding sees: unless that
+	// is the session's first (agent_startup, or input right after it), a
+	// session that began long before its first model or tool call would
+	// be timed from that call, not from its start.
+	if b.maxElapsed > 0 && !has(points.AgentStartup) && !has(points.Input) {
+		missing = append(missing, "max_elapsed needs agent_startup or input, where the session's clock starts")
+	}
 	if len(missing) > 0 {
 		return fmt.Errorf("the binding's points leave limits unenforced (%s); bind it there too", strings.Join(missing, ", "))
 	}

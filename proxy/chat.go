@@ -655,10 +655,12 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	defer cancel()
 	stream := bodyGet(body, "stream").Bool()
 	upBody := body
-	if stream && !bodyGet(body, "stream_options.include_usage").Bool() {
+	if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True {
 		// A stream carries usage only when asked for it, and the points
 		// (token budgets, rules over usage) need it as a JSON answer has
-		// it. The usage chunk is left out of what the client gets.
+		// it. The usage chunk is left out of what the client gets. Only
+		// the JSON boolean true asks: a 1 or "true" that gjson reads as
+		// truthy is, to an upstream that reads a boolean, not a request.
 		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
 			upBody, t.omitUsage = b, true
 		}
@@ -1141,7 +1143,7 @@ func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 		}
 	}
 	if t.held != nil && modified {
-		if rendered, err = t.held.render(completion, bodyGet(body, "stream_options.include_usage").Bool()); err != nil {
+		if rendered, err = t.held.render(completion, !t.omitUsage); err != nil {
 			rn.failClosed(t.post, "verdicted response could not be re-derived as a stream")
 			return
 		}
