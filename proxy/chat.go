@@ -203,13 +203,17 @@ func cutShort(ctx context.Context, res points.Result) bool {
 	return res.HostError() && ctx.Err() != nil
 }
 
+// requestID is the request's id (X-Request-Id, the client's or ours), for
+// its log lines.
+func (rn *run) requestID() string { return points.RequestIDFrom(rn.r.Context()) }
+
 // blocked answers a blocking verdict and ends a header-less run.
 func (rn *run) blocked(res points.Result) {
 	if rn.gone(res) {
 		rn.cancelled()
 		return
 	}
-	rn.s.log.Info("blocked", "session", rn.sess.ps.ID(), "point", res.Record.InterceptionPoint,
+	rn.s.log.Info("blocked", "session", rn.sess.ps.ID(), "request_id", rn.requestID(), "point", res.Record.InterceptionPoint,
 		"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence)
 	writeBlocked(rn.w, res)
 	rn.end("error", false)
@@ -683,7 +687,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			rn.cancelled() // the client went away, or the server is closing
 			return false
 		}
-		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "error", errors.Unwrap(err))
+		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", errors.Unwrap(err))
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		rn.upstreamFailed()
 		return false
@@ -905,7 +909,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		rn.cancelled()
 		return
 	}
-	s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "error", err)
+	s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", err)
 	var upErr *UpstreamStreamError
 	var chunkErr *ChunkError
 	switch {
@@ -1166,7 +1170,7 @@ func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 		err = writeWhole(w, t.resp.StatusCode, completion)
 	}
 	if err != nil {
-		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "error", err)
+		rn.s.log.Warn("client write failed", "session", rn.sess.ps.ID(), "request_id", rn.requestID(), "error", err)
 	}
 }
 
