@@ -180,3 +180,26 @@ func TestEmailFalsePositives(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressRawArguments: arguments that are not JSON reach the points as
+// {"raw_arguments": text}; a destination a lenient parser reads under a
+// URL- or host-named key in them is judged as it would be in JSON.
+func TestEgressRawArguments(t *testing.T) {
+	al := build(t, KindTools, `{"egress":{"allow_domains":["allowed.com"]}}`)
+	for _, args := range []string{
+		`{"raw_arguments":"{'url': 'evil.com/x'}"}`,
+		`{"raw_arguments":"{\"url\":\"evil.com/x"}`,
+		`{"raw_arguments":"{url: \"//evil.com/x\"}"}`,
+		`{"raw_arguments":"host=evil.com"}`,
+		`{"raw_arguments":"{'base_url': 'evil.com'}"}`,
+	} {
+		egressVerdict(t, al, args, "deny egress_denied")
+	}
+	for _, args := range []string{
+		`{"raw_arguments":"{'url': 'allowed.com/x'}"}`,
+		`{"raw_arguments":"{'query': 'evil.com is a site'}"}`,
+		`{"raw_arguments":"{\"url\":\"https://allowed.com/x"}`,
+	} {
+		egressVerdict(t, al, args, "allow")
+	}
+}

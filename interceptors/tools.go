@@ -533,8 +533,30 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		}
 		return true
 	})
+	if !found && rawArguments(args) {
+		// Arguments that are not JSON ({'url': 'evil.com/x'}, cut short,
+		// JSON5) are what a lenient parser (json_repair, literal_eval)
+		// still reads as members: a destination under a URL- or
+		// host-named key is judged as it would be in JSON.
+		raw := args.Get("raw_arguments").Str
+		for _, m := range rawPairRE.FindAllStringSubmatch(raw, -1) {
+			kind := egressMember([]seg{{key: m[1]}})
+			if kind == egressNone {
+				continue
+			}
+			if why, isBad := t.schemelessViolation(m[2], kind); isBad {
+				bad(why)
+				break
+			}
+		}
+	}
 	return f, found
 }
+
+// rawPairRE finds key: value and key=value pairs in arguments that are not
+// JSON, the key bare or quoted either way, the value up to a quote, a
+// blank, a comma or a closing bracket.
+var rawPairRE = regexp.MustCompile(`["'\x60]?([A-Za-z_][A-Za-z0-9_.-]*)["'\x60]?\s*[:=]\s*["'\x60]?([^"'\x60\s,}\]]+)`)
 
 // urlThenBlankAt reports whether free text s starts with a URL the finder
 // reads that goes on, after blanks or quotes only, with an '@' in the same
