@@ -203,3 +203,19 @@ func TestEgressRawArguments(t *testing.T) {
 		egressVerdict(t, al, args, "allow")
 	}
 }
+
+// TestNotRegexInsideContainers: a not_regex holds for every string inside
+// a list or object at its path, not only for the container's JSON text.
+func TestNotRegexInsideContainers(t *testing.T) {
+	ic := build(t, KindTools, `{"args":[{"tool":"read_*","path":"path","not_regex":"^/etc"}]}`)
+	for _, args := range []string{`{"path":["/etc/passwd"]}`, `{"path":{"0":"/etc/passwd"}}`, `{"path":[["/etc/shadow"]]}`, `{"path":"/etc/passwd"}`} {
+		if got := verdictSummary(run(t, ic, preTool(t, "read_file", args))); got != "deny tool_args_violation" {
+			t.Errorf("%s: %q", args, got)
+		}
+	}
+	for _, args := range []string{`{"path":["/home/a","/tmp/b"]}`, `{"path":"/home/etc"}`} {
+		if got := verdictSummary(run(t, ic, preTool(t, "read_file", args))); got != "allow" {
+			t.Errorf("%s: %q", args, got)
+		}
+	}
+}

@@ -419,12 +419,31 @@ func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
 			if r.re != nil && !r.re.MatchString(s) {
 				return bad("does not match args[" + fmt.Sprint(i) + "].regex")
 			}
-			if r.notRe != nil && r.notRe.MatchString(s) {
+			if r.notRe != nil && (r.notRe.MatchString(s) || (x.IsArray() || x.IsObject()) && anyStringMatches(x, r.notRe)) {
 				return bad("matches args[" + fmt.Sprint(i) + "].not_regex")
 			}
 		}
 	}
 	return toolFinding{}, false
+}
+
+// anyStringMatches reports whether re matches a string anywhere inside v:
+// a tool that takes a string or a list ("path": ["/etc/passwd"]) reads
+// each element as the value a not_regex was written for.
+func anyStringMatches(v gjson.Result, re *regexp.Regexp) bool {
+	hit := false
+	var walk func(gjson.Result) bool
+	walk = func(x gjson.Result) bool {
+		switch {
+		case x.Type == gjson.String:
+			hit = re.MatchString(x.Str)
+		case x.IsArray() || x.IsObject():
+			x.ForEach(func(_, e gjson.Result) bool { return walk(e) })
+		}
+		return !hit
+	}
+	walk(v)
+	return hit
 }
 
 // rawArguments reports whether args is the contract's stand-in for
