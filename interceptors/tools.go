@@ -558,12 +558,21 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 		// still reads as members: a destination under a URL- or
 		// host-named key is judged as it would be in JSON.
 		raw := args.Get("raw_arguments").Str
-		for _, m := range rawPairRE.FindAllStringSubmatch(raw, -1) {
-			kind := egressMember([]seg{{key: m[1]}})
+		for _, m := range rawKeyRE.FindAllStringSubmatchIndex(raw, -1) {
+			if m[2] >= 0 && raw[m[6]] == ':' && raw[m[2]] != '-' {
+				// "the host: Alice", "Our domain: sales": a colon after
+				// a word of prose is not a member.
+				continue
+			}
+			kind := egressMember([]seg{{key: raw[m[4]:m[5]]}})
 			if kind == egressNone {
 				continue
 			}
-			if why, isBad := t.schemelessViolation(m[2], kind); isBad {
+			v := rawValueRE.FindStringSubmatch(raw[m[1]:])
+			if v == nil {
+				continue
+			}
+			if why, isBad := t.schemelessViolation(v[1], kind); isBad {
 				bad(why)
 				break
 			}
@@ -572,10 +581,17 @@ func (t *Tools) checkEgress(args gjson.Result) (toolFinding, bool) {
 	return f, found
 }
 
-// rawPairRE finds key: value and key=value pairs in arguments that are not
-// JSON, the key bare or quoted either way, the value up to a quote, a
-// blank, a comma or a closing bracket.
-var rawPairRE = regexp.MustCompile(`["'\x60]?([A-Za-z_][A-Za-z0-9_.-]*)["'\x60]?\s*[:=]\s*["'\x60]?([^"'\x60\s,}\]]+)`)
+// rawKeyRE finds the keys of key: value and key=value pairs in arguments
+// that are not JSON, the key bare or quoted either way, where a member
+// starts: at the start, after { , ( ; & ? or a line break, or (key=value,
+// --key=value) after a blank or a dash. The match ends at the separator,
+// so a value is searched for further keys too (a=1&host=evil.com).
+// Group 1 is the blank or dash before the key, when that is all there is.
+var rawKeyRE = regexp.MustCompile(`(?:(?:^|[{,(;&?\r\n])\s*|([ \t]+|-))["'\x60]?([A-Za-z_][A-Za-z0-9_.-]*)["'\x60]?\s*([:=])`)
+
+// rawValueRE reads the value after a separator: up to a quote, a blank,
+// a comma or a closing bracket.
+var rawValueRE = regexp.MustCompile(`^\s*["'\x60]?([^"'\x60\s,}\]]+)`)
 
 // urlThenBlankAt reports whether free text s starts with a URL the finder
 // reads that goes on, after blanks or quotes only, with an '@' in the same

@@ -665,9 +665,18 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		// it. The usage chunk is left out of what the client gets. Only
 		// the JSON boolean true asks: a 1 or "true" that gjson reads as
 		// truthy is, to an upstream that reads a boolean, not a request.
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
-			upBody, t.omitUsage = b, true
+		b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
+		if err != nil {
+			// stream_options is not an object ([]): replaced whole, as
+			// a string or null already is.
+			b, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`))
 		}
+		if err == nil {
+			upBody = b
+		}
+		// The client did not ask: whatever the upstream was sent, the
+		// usage chunk and "usage" members stay out of its stream.
+		t.omitUsage = true
 	}
 	out, err := s.upstreamRequest(uctx, r, upBody)
 	if err != nil {
