@@ -105,7 +105,7 @@ type RecordTransform struct {
 func Project(v Verdict) RecordVerdict {
 	r := RecordVerdict{Decision: v.Decision, Reason: v.Reason, Message: truncateMessage(v.Message), Evidence: v.Evidence, ResultLabels: v.ResultLabels}
 	for _, w := range v.Warnings {
-		r.Warnings = append(r.Warnings, Warning{Reason: w.Reason, Message: truncateMessage(w.Message)})
+		r.Warnings = append(r.Warnings, Warning{Reason: w.Reason, Message: truncateMessage(w.Message), reasonSet: w.reasonSet, messageSet: w.messageSet})
 	}
 	if v.Approval != nil {
 		r.Approval = &struct{}{}

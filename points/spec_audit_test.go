@@ -192,3 +192,26 @@ func TestRunAllRecordsFoldTruncated(t *testing.T) {
 		}
 	}
 }
+
+// §7.3 "Two warnings are equal iff both their reason and message members
+// are equal": {reason: x} and {reason: x, message: ""} are two warnings,
+// and the record keeps the empty message as written.
+func TestWarningAbsentVsEmptyMessage(t *testing.T) {
+	a, err := ParseVerdict([]byte(`{"decision":"allow","warnings":[{"reason":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseVerdict([]byte(`{"decision":"allow","warnings":[{"reason":"x","message":""},{"reason":"x"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newTestEmitter(t, Config{Bindings: auditBindings(verdictOf(a), verdictOf(b))})
+	res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c1", "t", auditArgs))
+	got, err := json.Marshal(res.Record.Verdict.Warnings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"reason":"x"},{"reason":"x","message":""}]`; string(got) != want {
+		t.Fatalf("record warnings %s, want %s", got, want)
+	}
+}

@@ -31,6 +31,27 @@ const EvidenceMaxBytes = 10240
 type Warning struct {
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+	// reasonSet and messageSet say a parsed verdict wrote the member,
+	// "" included: §7.3 tells {reason: x} and {reason: x, message: ""}
+	// apart, and the record keeps what was written.
+	reasonSet, messageSet bool
+}
+
+// MarshalJSON writes a member when it is non-empty or was written so.
+func (w Warning) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	if w.Reason != "" || w.reasonSet {
+		b = append(b, `"reason":`...)
+		b = AppendJSONString(b, w.Reason)
+	}
+	if w.Message != "" || w.messageSet {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"message":`...)
+		b = AppendJSONString(b, w.Message)
+	}
+	return append(b, '}'), nil
 }
 
 // TransformSpec is the replace-at-path body of a transform verdict (§5.2).
@@ -139,6 +160,8 @@ func ParseVerdict(raw []byte) (Verdict, error) {
 			if wr.Message, err = optString(item, "message"); err != nil {
 				return Verdict{}, err
 			}
+			wr.reasonSet = item.Get("reason").Type == gjson.String
+			wr.messageSet = item.Get("message").Type == gjson.String
 			v.Warnings = append(v.Warnings, wr)
 		}
 	}
@@ -323,7 +346,7 @@ func ownVerdict(v Verdict) Verdict {
 	if v.Warnings != nil {
 		ws := make([]Warning, len(v.Warnings))
 		for i, w := range v.Warnings {
-			ws[i] = Warning{Reason: strings.Clone(w.Reason), Message: strings.Clone(w.Message)}
+			ws[i] = Warning{Reason: strings.Clone(w.Reason), Message: strings.Clone(w.Message), reasonSet: w.reasonSet, messageSet: w.messageSet}
 		}
 		v.Warnings = ws
 	}
