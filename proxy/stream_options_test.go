@@ -15,7 +15,7 @@ import (
 // budgets count it), and a re-derived stream writes no "usage" for a
 // client that never asked with true.
 func TestStreamOptionsNotAnObject(t *testing.T) {
-	up, got := strictUsageUpstream(t)
+	up, got := usageUpstream(t)
 	seen := make(chan string, 1)
 	p := newProxy(t, up.URL, points.Binding{Name: "x", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
 		switch c.Point() {
