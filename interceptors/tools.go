@@ -192,12 +192,10 @@ func newTools(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	ps.add(err)
 	t.escalate, err = compileGlobs(configRoot+".escalate", c.Escalate)
 	ps.add(err)
-	if err == nil {
-		t.escFold, _ = compileGlobs(configRoot+".escalate", lowerAll(c.Escalate))
-	}
-	if t.deny != nil {
-		t.denyFold, _ = compileGlobs(configRoot+".deny", lowerAll(c.Deny))
-	}
+	// Lower-cased, a pattern that compiled compiles again; a bad one is
+	// reported above.
+	t.denyFold, _ = compileGlobs(configRoot+".deny", lowerAll(c.Deny))
+	t.escFold, _ = compileGlobs(configRoot+".escalate", lowerAll(c.Escalate))
 	ps.add(checkReason(configRoot+".reason", c.Reason))
 	for o := toolEscalate; o <= toolDeny; o++ {
 		r, err := pickReason(configRoot+".reasons."+toolOutcomeName(o), c.Reasons.get(o), c.Reason, toolDefaultReason(o))
@@ -324,7 +322,7 @@ func (t *Tools) check(name string, args gjson.Result) toolFinding {
 	if t.hasAllow && t.allow.first(name) < 0 && esc < 0 {
 		return toolFinding{outcome: toolNotAllowed, detail: "tool name matches no allow pattern"}
 	}
-	if f, bad := t.checkArgs(name, args); bad {
+	if f, bad := t.checkArgs(name, lenient, args); bad {
 		return f
 	}
 	if t.egress {
@@ -368,14 +366,13 @@ func lowerAll(ps []string) []string {
 	return out
 }
 
-func (t *Tools) checkArgs(name string, args gjson.Result) (toolFinding, bool) {
+func (t *Tools) checkArgs(name, lenient string, args gjson.Result) (toolFinding, bool) {
 	raw := rawArguments(args)
 	if raw && args.IsObject() && strings.TrimSpace(args.Get("raw_arguments").Str) == "" {
 		// "" (some servers' arguments for a call without parameters) is
 		// no arguments: only a required value is missing.
 		raw, args = false, gjson.Parse(`{}`)
 	}
-	lenient := lenientName(name)
 	for i, r := range t.args {
 		// A constraint holds for the names a lenient dispatcher resolves
 		// to its tool as well (see blocked).
