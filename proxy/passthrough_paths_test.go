@@ -26,9 +26,10 @@ func (m *countingMetrics) PassthroughRequest(status int) {
 	m.passthrough[status]++
 }
 
-// A passthrough path is forwarded only when no decoding behind the upstream
-// could make it another path: a '%' left after one decoding or a control
-// byte is refused like a dot segment. What is forwarded is counted by the
+// A passthrough path is forwarded only when no decoding or normalising
+// behind the upstream could make it another path: a '%' left after one
+// decoding, a control byte or a dot segment with a ;parameter is refused
+// like a dot segment. What is forwarded is counted by the
 // upstream's status.
 func TestPassthroughPaths(t *testing.T) {
 	var mu sync.Mutex
@@ -69,6 +70,12 @@ func TestPassthroughPaths(t *testing.T) {
 		{"/v1/files/a%7fb", false},
 		{"/v1/files/%2e%2e/chat/completions", false},
 		{"/v1/files/a%5cb", false},
+		// Servers that read path parameters (Tomcat, Jetty, Spring) take
+		// "..;" for "..": /v1/files/..;/chat/completions is
+		// /v1/chat/completions behind them.
+		{"/v1/files/..;/chat/completions", false},
+		{"/v1/files/..;x/chat/completions", false},
+		{"/v1/files/.;/x", false},
 	} {
 		mu.Lock()
 		before := len(seen)
