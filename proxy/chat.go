@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -511,25 +512,23 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	// results for calls the proxy never saw, cannot skip the point.
 	rn.clientMsgs = len(msgs)
 	rn.followUp = s.continuesTurn(sess, msgs)
+	var judged []int // messages input judged now
 	if !rn.followUp {
 		for _, in := range req.ins {
-			content := msgs[in.index].Get("content").Raw
-			res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
-			if !res.Proceed {
-				rn.blocked(res)
+			var ok bool
+			if body, ok = rn.judgeInput(ctx, body, msgs, in); !ok {
 				return nil, false
 			}
-			if res.Transformed {
-				// A write-back that fails (WriteBack refused what has no
-				// chat form in the fold already) is the input's failure,
-				// recorded over the message as it came (which builds, as it
-				// did).
-				var detail string
-				if body, detail = writeBackInput(body, in, res.Target(), content); detail != "" {
-					rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), detail)
-					return nil, false
-				}
-			}
+			judged = append(judged, in.index)
+		}
+	}
+	// Messages an earlier request's input verdict changed, replayed as
+	// the agent first wrote them: the model sees what the verdict made of
+	// them, as it did then.
+	if !s.inputs.empty() {
+		var ok bool
+		if body, ok = rn.replayInputs(ctx, body, msgs, judged); !ok {
+			return nil, false
 		}
 	}
 
@@ -549,6 +548,69 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	for _, m := range msgs {
 		if m.Get("role").Str == "tool" {
 			rn.pendingAnswered = append(rn.pendingAnswered, m.Get("tool_call_id").Str)
+		}
+	}
+	return body, true
+}
+
+// judgeInput runs input over message in of the request and writes a
+// transform back into body; false when the request was answered (denied,
+// or a write-back that failed).
+func (rn *run) judgeInput(ctx context.Context, body []byte, msgs []gjson.Result, in turnInput) ([]byte, bool) {
+	em, sess := rn.em, rn.sess
+	msg := msgs[in.index]
+	content := msg.Get("content").Raw
+	res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
+	if !res.Proceed {
+		rn.blocked(res)
+		return nil, false
+	}
+	if !res.Transformed {
+		return body, true
+	}
+	// A write-back that fails (WriteBack refused what has no chat form in
+	// the fold already) is the input's failure, recorded over the message
+	// as it came (which builds, as it did).
+	out, v, role, detail := writeBackInput(body, in, res.Target(), content)
+	if detail != "" {
+		rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), detail)
+		return nil, false
+	}
+	rn.s.inputs.remember(msg.Get("role").Str, msg.Get("content"), v, role)
+	return out, true
+}
+
+// replayInputs gives each message of the history that an earlier input
+// verdict changed (not one judged now) what the verdict made of it; one
+// whose verdict was too large to keep is judged again.
+func (rn *run) replayInputs(ctx context.Context, body []byte, msgs []gjson.Result, judged []int) ([]byte, bool) {
+	for i, m := range msgs {
+		role := m.Get("role").Str
+		if (role != "user" && role != "system" && role != "developer") || slices.Contains(judged, i) {
+			continue
+		}
+		iv, ok := rn.s.inputs.lookup(role, m.Get("content"))
+		if !ok {
+			continue
+		}
+		if iv.content == nil {
+			in := turnInput{index: i, role: "user"}
+			if role != "user" {
+				in.role = "system"
+			}
+			if body, ok = rn.judgeInput(ctx, body, msgs, in); !ok {
+				return nil, false
+			}
+			continue
+		}
+		at := "messages." + strconv.Itoa(i) + "."
+		var err error
+		if body, err = sjson.SetRawBytes(body, at+"content", iv.content); err == nil && iv.role != "" {
+			body, err = sjson.SetBytes(body, at+"role", iv.role)
+		}
+		if err != nil {
+			rn.failClosed(points.InputEvent([]byte(orNull(m.Get("content").Raw)), "user"), "input replay write-back failed")
+			return nil, false
 		}
 	}
 	return body, true
@@ -924,8 +986,20 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	} else {
 		t.completion, err = rn.readLent(io.LimitReader(answer, s.opts.MaxBufferedResponseBytes+1), length, s.opts.MaxBufferedResponseBytes)
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
-		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes || points.CheckEncoding(t.completion, 0) != nil {
+		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes {
 			rn.bodyFailed(ctx, mc, t.completion, err)
+			return false
+		}
+		if encErr := points.CheckEncoding(t.completion, 0); encErr != nil {
+			if d := outOfDomain(encErr); d != "" {
+				// JSON, but with a value no context can carry (a lone
+				// surrogate, 1e400, a duplicate member): no post_model_call
+				// context can be built, which §10.3 asks to record, so the
+				// session's trail does not end at pre_model_call. The
+				// client is told it is the upstream's answer at fault.
+				rn.em.RecordHostFailure(ctx, points.PostModelCall, rn.sess.ps, "model answer outside the value domain: "+d)
+			}
+			rn.bodyFailed(ctx, mc, t.completion, nil)
 			return false
 		}
 	}
@@ -936,27 +1010,27 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 
 // writeBackInput writes an input transform's target into the message it
 // judged: its content, and its role when the transform changed it. It
-// returns a payload-free detail when it cannot.
-func writeBackInput(body []byte, in turnInput, target gjson.Result, content string) ([]byte, string) {
+// returns the content and chat role written (role "" when kept), or a
+// payload-free detail when it cannot.
+func writeBackInput(body []byte, in turnInput, target gjson.Result, content string) (out, v []byte, role, detail string) {
 	v, ok := inputContent(target.Get("content"), content)
 	if !ok {
-		return body, "input transform value has no chat message form"
+		return body, nil, "", "input transform value has no chat message form"
 	}
 	at := "messages." + strconv.Itoa(in.index) + "."
 	out, err := sjson.SetRawBytes(body, at+"content", v)
 	if err != nil {
-		return body, "input write-back failed"
+		return body, nil, "", "input write-back failed"
 	}
 	if r := target.Get("role"); r.Str != in.role {
-		role, ok := chatRole(r)
-		if !ok {
-			return body, "input role has no chat message form"
+		if role, ok = chatRole(r); !ok {
+			return body, nil, "", "input role has no chat message form"
 		}
 		if out, err = sjson.SetBytes(out, at+"role", role); err != nil {
-			return body, "input write-back failed"
+			return body, nil, "", "input write-back failed"
 		}
 	}
-	return out, ""
+	return out, v, role, ""
 }
 
 // decodedBody is the answer's body as the points read it, and its length
@@ -1142,6 +1216,21 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
 }
 
+// outOfDomain returns the value-free "path: problem" of an encoding error
+// that is about a value rather than the JSON itself (not JSON, or not
+// UTF-8, is the upstream's error), or "".
+func outOfDomain(err error) string {
+	var de *points.DomainError
+	if !errors.As(err, &de) {
+		return ""
+	}
+	switch de.Problem {
+	case points.ProblemSurrogate, points.ProblemNonFinite, points.ProblemDuplicateKey, points.ProblemDepth:
+		return de.Error()
+	}
+	return ""
+}
+
 // postModel checks a held answer and runs post_model_call over it; when it
 // returns false the answer has been written.
 func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
@@ -1209,6 +1298,17 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "response members could not be removed"))
 		return false
+	}
+	// A tool call without an id (vLLM streams some so; Gemini's layer
+	// sends "") could be neither judged as one call nor answered by the
+	// agent: it gets one of the proxy's, which post_model_call judges.
+	if v.missingCallID {
+		if t.completion, err = fillCallIDs(t.completion); err != nil {
+			rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "tool call ids could not be written"))
+			return false
+		}
+		v = viewCompletion(t.completion)
+		rewrote = true
 	}
 	// A stream that carried members its completion leaves out is
 	// re-derived rather than replayed, like one whose message had some.
@@ -1682,10 +1782,30 @@ func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Resul
 
 func quoteJSON(s string) []byte { return appendString(make([]byte, 0, len(s)+2), s) }
 
+// fillCallIDs gives each tool call of choice 0 whose id is missing, null
+// or empty a fresh one of the proxy's.
+func fillCallIDs(completion []byte) ([]byte, error) {
+	var err error
+	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(k, c gjson.Result) bool {
+		if c.Get("id").Str == "" {
+			completion, err = sjson.SetBytes(completion, "choices.0.message.tool_calls."+k.String()+".id", freshCallID("call"))
+		}
+		return err == nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fill tool call ids: %w", err)
+	}
+	return completion, nil
+}
+
 // toolCallIDsOf lists the ids of a completion's tool calls (choice 0).
 func toolCallIDsOf(completion []byte) []string {
 	var ids []string
-	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
+	calls := gjson.Get(view(completion), "choices.0.message.tool_calls")
+	if !calls.IsArray() {
+		return nil // null is no call, and gjson would visit it once
+	}
+	calls.ForEach(func(_, c gjson.Result) bool {
 		ids = append(ids, c.Get("id").Str)
 		return true
 	})

@@ -280,6 +280,7 @@ type completionView struct {
 	// objectArgs: arguments sent as a JSON object (llama.cpp's server can),
 	// which the proxy turns into the string the chat wire has.
 	foreignTool, toolExtras, badToolShape, objectArgs bool
+	missingCallID                                     bool // a tool call with no id, a null or an empty one
 	// roleFix: message.role is not "assistant" (no point judges it, so
 	// it is released as "assistant"); usageText: usage holds a string
 	// somewhere, which no point judges (its counts are projected), so
@@ -365,14 +366,25 @@ func viewCompletion(completion []byte) completionView {
 	if !isNull(v.refusal) && !v.refusalAnswer() {
 		v.unjudged = append(v.unjudged, "refusal")
 	}
+	// "tool_calls": null (Mistral, LiteLLM) is no call; anything else
+	// that is not an array is no shape the points could judge.
+	switch {
+	case isNull(v.toolCalls):
+		v.toolCalls = nil
+	case v.toolCalls[0] != '[':
+		v.badToolShape = true
+		v.toolCalls = nil
+	}
 	// Tool calls: only function calls are judged, and of them only id,
 	// name and arguments; other members are released only re-built.
 	points.ForEachElement(v.toolCalls, func(c []byte) bool {
+		var id []byte
 		points.ForEachMember(c, func(name string, val []byte) bool {
 			switch name {
 			case "index":
 			case "id":
 				v.badToolShape = v.badToolShape || !stringOrNull(val)
+				id = firstOf(id, val)
 			case "type":
 				if string(val) != `"function"` {
 					v.foreignTool = true
@@ -401,6 +413,7 @@ func viewCompletion(completion []byte) completionView {
 			}
 			return true
 		})
+		v.missingCallID = v.missingCallID || isNull(id) || string(id) == `""`
 		return true
 	})
 	return v

@@ -147,6 +147,7 @@ type Server struct {
 	lend    sync.Pool // *[]byte lent to one request (run.buffer)
 	streams sync.Pool // *ChatStream, reused by holdStream
 	judged  *judgedResults
+	inputs  *judgedInputs // input verdicts replayed in later histories
 	// bodyTimeout, when set, replaces the request body deadline (tests).
 	bodyTimeout time.Duration
 }
@@ -208,6 +209,7 @@ func New(opts Options) *Server {
 		AdminToken: opts.AdminToken}})
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
 	s.judged = newJudgedResults(maxJudgedResults)
+	s.inputs = newJudgedInputs(maxJudgedResults)
 	s.sessions.gauge = opts.Metrics.ActiveSessions
 	s.router = s.routes()
 	return s

@@ -693,7 +693,10 @@ func messageFields(body []byte) (ms []msgFields, tools bool) {
 			case "tool_call_id":
 				f.toolCallID = gjson.Parse(view(v)).Str
 			case "tool_calls":
-				f.toolCalls = gjson.Parse(view(v))
+				// Only an array holds calls: gjson visits a null once.
+				if tc := gjson.Parse(view(v)); tc.IsArray() {
+					f.toolCalls = tc
+				}
 			case "content":
 				f.content = gjson.Parse(view(v))
 			}

@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// maskInput masks SECRET123 in input's content (a string) by replacement.
+func maskInput(repl string) points.Binding {
+	return at(points.Input, "mask", func(c *points.Context) (points.Verdict, error) {
+		s := c.Get("input.content").Str
+		if !strings.Contains(s, "SECRET123") {
+			return points.Allow(), nil
+		}
+		b, _ := json.Marshal(strings.ReplaceAll(s, "SECRET123", repl))
+		return points.Replace("$target.content", b), nil
+	})
+}
+
+const lookupCall = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
+
+// An input verdict that changed a message holds for that message when the
+// agent replays it in later requests: the next turn of a named session, a
+// header-less agent's next call, and a tool-loop follow-up (which input does
+// not judge) all carry what the verdict made of it, never the original.
+func TestInputVerdictHoldsInHistory(t *testing.T) {
+	first := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"}]}`
+	nextTurn := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+	respelled := `{"model":"m","messages":[{"role":"user","content":"my card \u0053ECRET123"},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+	followUp := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"lookup","arguments":"{}"}}]},{"role":"tool","tool_call_id":"call_1","content":"done"}]}`
+	for _, tc := range []struct {
+		name    string
+		answers []string
+		second  string
+		session bool
+	}{
+		{"named/next-turn", []string{plainCompletion}, nextTurn, true},
+		{"headerless/next-turn", []string{plainCompletion}, nextTurn, false},
+		{"named/respelled", []string{plainCompletion}, respelled, true},
+		{"named/tool-follow-up", []string{lookupCall, plainCompletion}, followUp, true},
+		{"headerless/tool-follow-up", []string{lookupCall, plainCompletion}, followUp, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, got := seqUpstream(t, tc.answers...)
+			p := newProxy(t, up.URL, maskInput("[masked]"), allowAll())
+			var hdr []string
+			if tc.session {
+				hdr = []string{"X-Agent-Hooks-Session", "s1"}
+			}
+			for i, body := range []string{first, tc.second} {
+				if resp, b := post(t, p.URL, body, hdr...); resp.StatusCode != 200 {
+					t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+				}
+			}
+			reqs := got()
+			if len(reqs) != 2 {
+				t.Fatalf("%d upstream calls, want 2", len(reqs))
+			}
+			for i, g := range reqs {
+				if strings.Contains(g, "SECRET123") || strings.Contains(g, `\u0053ECRET123`) {
+					t.Errorf("upstream call %d carries what input masked: %s", i, g)
+				}
+				if !strings.Contains(g, "my card [masked]") {
+					t.Errorf("upstream call %d lacks the masked message: %s", i, g)
+				}
+			}
+			// The replay is no judgment: one input per request that opens a
+			// turn, none for the follow-up.
+			want := 2
+			if strings.Contains(tc.name, "follow-up") {
+				want = 1
+			}
+			if n := count(p.sink, points.Input); n != want {
+				t.Errorf("%d input emissions, want %d", n, want)
+			}
+		})
+	}
+}
+
+// A verdict too large to remember is not replayed but judged again, and a
+// reload keeps what earlier verdicts made of messages.
+func TestInputVerdictLargeAndReload(t *testing.T) {
+	first := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"}]}`
+	nextTurn := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+	t.Run("large", func(t *testing.T) {
+		up, got := seqUpstream(t, plainCompletion)
+		big := strings.Repeat("x", maxKeptVerdict+1)
+		p := newProxy(t, up.URL, maskInput(big), allowAll())
+		for _, body := range []string{first, nextTurn} {
+			if resp, b := post(t, p.URL, body); resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+		}
+		for i, g := range got() {
+			if strings.Contains(g, "SECRET123") || !strings.Contains(g, big) {
+				t.Errorf("upstream call %d: the large verdict did not hold", i)
+			}
+		}
+		if n := count(p.sink, points.Input); n != 3 {
+			t.Errorf("%d input emissions, want 3 (the replayed message judged again)", n)
+		}
+	})
+	t.Run("reload", func(t *testing.T) {
+		up, got := seqUpstream(t, plainCompletion)
+		p := newProxy(t, up.URL, maskInput("[masked]"), allowAll())
+		if resp, b := post(t, p.URL, first); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: p.sink, Targets: WriteBack{}, HostMembers: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.srv.Swap(em)
+		if resp, b := post(t, p.URL, nextTurn); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		for i, g := range got() {
+			if strings.Contains(g, "SECRET123") {
+				t.Errorf("upstream call %d after the reload carries the original: %s", i, g)
+			}
+		}
+	})
+}
