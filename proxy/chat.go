@@ -333,12 +333,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sess, created := s.resolveSession(r, req.body, req.msgs, req.allowAgent)
+	sess, created, claimed := s.resolveSession(r, req.body, req.msgs, req.allowAgent)
 	if sess == nil {
 		s.writeSessionEnding(w)
 		return
 	}
 	defer func() {
+		if claimed != nil {
+			s.sessions.unclaim(sess, claimed)
+		}
 		if s.sessions.endsWith(sess) {
 			// This request's return emits a deferred /end's
 			// agent_shutdown, whose policies may take their time: the
@@ -1755,14 +1758,15 @@ func caseVariant(name string, names []string) string {
 // resolveSession finds or creates the session of a request: the session
 // header names it; without it, a follow-up that answers an open run's tool
 // calls joins that run, and anything else starts a new run.
-func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Result, allowAgent bool) (*session, bool) {
+func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Result, allowAgent bool) (_ *session, created bool, claimed []string) {
 	now := s.opts.Now()
 	agentID := ""
 	if allowAgent {
 		agentID = r.Header.Get("X-Agent-Hooks-Agent")
 	}
 	if id := r.Header.Get(s.opts.SessionHeader); id != "" {
-		return s.sessions.getAs(id, agentID, false, now)
+		sess, created := s.sessions.getAs(id, agentID, false, now)
+		return sess, created, nil
 	}
 	ids, names := toolCallIDsIn(body)
 	hashes := map[int][32]byte{}
@@ -1774,10 +1778,11 @@ func (s *Server) resolveSession(r *http.Request, body []byte, msgs []gjson.Resul
 		hashes[n] = h
 		return h
 	}
-	if sess := s.sessions.byToolCall(ids, names, prefixAt, now); sess != nil {
-		return sess, false
+	if sess, claimed := s.sessions.byToolCall(ids, names, prefixAt, now); sess != nil {
+		return sess, false, claimed
 	}
-	return s.sessions.getAs(newID("run_"), agentID, true, now)
+	sess, created := s.sessions.getAs(newID("run_"), agentID, true, now)
+	return sess, created, nil
 }
 
 func quoteJSON(s string) []byte { return appendString(make([]byte, 0, len(s)+2), s) }

@@ -42,6 +42,11 @@ type session struct {
 	callIDs map[string]int
 	// answered are the call ids whose results earlier requests carried.
 	answered map[string]struct{}
+	// claimed counts, per call id, the header-less follow-ups in flight
+	// that joined this run by it (guarded by sessions.mu): until their
+	// answer marks the id answered, a concurrent follow-up of another
+	// client with the same id must prefer a run whose call is unclaimed.
+	claimed map[string]int
 	tools    map[string]*toolCall // written by addTool
 	inFlight int
 	// startDone is closed once agent_startup has a verdict; requests that
@@ -380,9 +385,11 @@ func (ss *sessions) guard(s *session, ids []string, prefix func() [32]byte) {
 // several runs issued the same id (a model that numbers its calls per
 // answer, call_0, call_1, ...), the request's history (seen: the name and
 // arguments it carries back for each id) tells them apart: the run whose
-// calls match it in name and arguments on the most ids is taken, the
-// latest of equals.
-func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt func(int) [32]byte, now time.Time) *session {
+// calls match it in name and arguments on the most ids is taken, then the
+// one with the most calls neither answered nor claimed by a follow-up in
+// flight, the latest of equals. The ids of the pick's calls the request
+// names are claimed for it until unclaim.
+func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt func(int) [32]byte, now time.Time) (_ *session, claimed []string) {
 	ss.mu.Lock()
 	var pick *session
 	var cands []*session
@@ -435,7 +442,7 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt 
 		for i, s := range cands {
 			for _, id := range ids {
 				if _, issued := s.callIDs[id]; issued {
-					if _, done := s.answered[id]; !done {
+					if _, done := s.answered[id]; !done && s.claimed[id] == 0 {
 						fresh[i]++
 					}
 				}
@@ -463,13 +470,35 @@ func (ss *sessions) byToolCall(ids []string, seen map[string]callSeen, prefixAt 
 	}
 	if pick == nil || pick.ended {
 		ss.mu.Unlock()
-		return nil
+		return nil, nil
 	}
 	pick.lastActive = now
 	pick.inFlight++
 	ss.front(pick)
+	for _, id := range ids {
+		if _, issued := pick.callIDs[id]; issued {
+			if pick.claimed == nil {
+				pick.claimed = map[string]int{}
+			}
+			id = strings.Clone(id) // may be a view of the request
+			pick.claimed[id]++
+			claimed = append(claimed, id)
+		}
+	}
 	ss.mu.Unlock()
-	return pick
+	return pick, claimed
+}
+
+// unclaim drops the claims a follow-up made on s's call ids (byToolCall)
+// once it is done: answered, failed or cut.
+func (ss *sessions) unclaim(s *session, ids []string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, id := range ids {
+		if s.claimed[id]--; s.claimed[id] <= 0 {
+			delete(s.claimed, id)
+		}
+	}
 }
 
 // sameArgs reports whether two arguments strings say the same: equal, or
