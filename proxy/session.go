@@ -46,7 +46,7 @@ type session struct {
 	// that joined this run by it (guarded by sessions.mu): until their
 	// answer marks the id answered, a concurrent follow-up of another
 	// client with the same id must prefer a run whose call is unclaimed.
-	claimed map[string]int
+	claimed  map[string]int
 	tools    map[string]*toolCall // written by addTool
 	inFlight int
 	// startDone is closed once agent_startup has a verdict; requests that
