@@ -413,41 +413,52 @@ func yamlAllowed(r rune) bool {
 // jsonEscapesForYAML rewrites, in a file that is JSON, the two JSON string
 // escapes the YAML parser refuses: \/ (YAML 1.2 has it, yaml.v3 does not)
 // and a UTF-16 surrogate pair such as \ud83d\ude00 (what Python's
-// json.dumps writes for an emoji), which becomes YAML's \U0001f600. In
-// valid JSON a backslash only ever starts an escape inside a string, so no
-// other context needs telling apart; lines stay where they were. Anything
-// that is not JSON is returned as it is.
+// json.dumps writes for an emoji), which becomes YAML's \U0001f600. Only
+// double-quoted strings are touched, so a file meant as JSON that has an
+// error elsewhere (a trailing comma, 0500) is reported for that error,
+// not for an escape; a single-quoted YAML string, where a backslash is
+// itself, is left alone. Lines stay where they were. A file that does not
+// start as JSON does (a { or [) is returned as it is.
 func jsonEscapesForYAML(data []byte) []byte {
-	if bytes.IndexByte(data, '\\') < 0 || !json.Valid(data) {
+	if bytes.IndexByte(data, '\\') < 0 {
+		return data
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n\ufeff"); len(t) == 0 || t[0] != '{' && t[0] != '[' {
 		return data
 	}
 	out := make([]byte, 0, len(data))
+	inDouble, inSingle := false, false
 	for i := 0; i < len(data); i++ {
 		c := data[i]
-		if c != '\\' || i+1 >= len(data) {
-			out = append(out, c)
-			continue
-		}
-		switch data[i+1] {
-		case '/':
-			out = append(out, '/')
-			i++
-		case 'u':
-			hi, ok1 := hex4(data, i+2)
-			if ok1 && hi >= 0xD800 && hi <= 0xDBFF && i+11 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-				if lo, ok2 := hex4(data, i+8); ok2 && lo >= 0xDC00 && lo <= 0xDFFF {
-					r := 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00)
-					out = fmt.Appendf(out, "\\U%08x", r)
-					i += 11
-					continue
+		switch {
+		case inSingle:
+			inSingle = c != '\''
+		case !inDouble:
+			inDouble, inSingle = c == '"', c == '\''
+		case c == '"':
+			inDouble = false
+		case c == '\\' && i+1 < len(data):
+			switch data[i+1] {
+			case '/':
+				out = append(out, '/')
+				i++
+				continue
+			case 'u':
+				hi, ok1 := hex4(data, i+2)
+				if ok1 && hi >= 0xD800 && hi <= 0xDBFF && i+11 < len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+					if lo, ok2 := hex4(data, i+8); ok2 && lo >= 0xDC00 && lo <= 0xDFFF {
+						r := 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00)
+						out = fmt.Appendf(out, "\\U%08x", r)
+						i += 11
+						continue
+					}
 				}
 			}
 			out = append(out, c, data[i+1])
 			i++
-		default:
-			out = append(out, c, data[i+1])
-			i++
+			continue
 		}
+		out = append(out, c)
 	}
 	return out
 }
