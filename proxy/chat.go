@@ -849,6 +849,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		// usage chunk and "usage" members stay out of its stream.
 		t.omitUsage = true
 	}
+	upBody = s.signatures.attach(upBody)
 	out, err := s.upstreamRequest(uctx, r, upBody)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
@@ -1296,12 +1297,6 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		rn.upstreamFailed()
 		return false
 	}
-	// Members no point judges never reach the client.
-	var stripped bool
-	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {
-		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "response members could not be removed"))
-		return false
-	}
 	// A tool call without an id (vLLM streams some so; Gemini's layer
 	// sends "") could be neither judged as one call nor answered by the
 	// agent: it gets one of the proxy's, which post_model_call judges.
@@ -1312,6 +1307,18 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		}
 		v = viewCompletion(t.completion)
 		rewrote = true
+	}
+	if v.toolExtras {
+		// The upstream's extra_content (Gemini's thought signatures) is
+		// kept for the requests that carry these calls back; the client
+		// never gets it.
+		s.signatures.capture(t.completion)
+	}
+	// Members no point judges never reach the client.
+	var stripped bool
+	if t.completion, stripped, err = stripUnjudged(t.completion, &v); err != nil {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "response members could not be removed"))
+		return false
 	}
 	// A stream that carried members its completion leaves out is
 	// re-derived rather than replayed, like one whose message had some.

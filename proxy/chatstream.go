@@ -534,6 +534,11 @@ type toolAcc struct {
 	index, wire int
 	id, typ     []byte // raw JSON strings
 	name, args  []byte // escaped string contents
+	// extra is the call's extra_content object (Gemini's thought
+	// signature), last one given: in the completion, where the points
+	// never see it and the release strips it, so that the proxy can hand
+	// it back to the upstream with the agent's next request (signatures).
+	extra []byte
 }
 
 // extraAcc is a delta field the assembler does not know by name.
@@ -1087,7 +1092,8 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 	if reason != "" {
 		return reason
 	}
-	if hasOtherMembers(t, "index", "id", "type", "function") || fn.IsObject() && hasOtherMembers(fn, "name", "arguments") {
+	other := hasOtherMembers(t, "index", "id", "type", "function")
+	if other || fn.IsObject() && hasOtherMembers(fn, "name", "arguments") {
 		a.unjudged = true
 	}
 	i := 0
@@ -1147,6 +1153,11 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 			a.irregular = true
 		}
 		tc.id = append(tc.id[:0], id.Raw...)
+	}
+	if other {
+		if x := t.Get("extra_content"); x.IsObject() && len(x.Raw) <= maxSignatureBytes {
+			tc.extra = append(tc.extra[:0], x.Raw...)
+		}
 	}
 	if typ.Type == gjson.String && typ.Str != "" {
 		if len(tc.typ) > 0 {
@@ -1404,7 +1415,12 @@ func (c *choiceAcc) appendChoice(dst []byte) []byte {
 			dst = append(dst, t.name...)
 			dst = append(dst, `","arguments":"`...)
 			dst = append(dst, t.args...)
-			dst = append(dst, `"}}`...)
+			dst = append(dst, `"}`...)
+			if len(t.extra) > 0 {
+				dst = append(dst, `,"extra_content":`...)
+				dst = append(dst, t.extra...)
+			}
+			dst = append(dst, '}')
 		}
 		dst = append(dst, ']')
 	}

@@ -148,6 +148,9 @@ type Server struct {
 	streams sync.Pool // *ChatStream, reused by holdStream
 	judged  *judgedResults
 	inputs  *judgedInputs // input verdicts replayed in later histories
+	// signatures are the upstream's extra_content of tool calls, handed
+	// back with the histories that carry them.
+	signatures *signatures
 	// bodyTimeout, when set, replaces the request body deadline (tests).
 	bodyTimeout time.Duration
 }
@@ -210,6 +213,7 @@ func New(opts Options) *Server {
 	s.sessions = newSessions(opts.Agent, opts.MaxSessions, opts.IdleTimeout, s.evicted)
 	s.judged = newJudgedResults(maxJudgedResults)
 	s.inputs = newJudgedInputs(maxJudgedResults)
+	s.signatures = newSignatures(maxJudgedResults)
 	s.sessions.gauge = opts.Metrics.ActiveSessions
 	s.router = s.routes()
 	return s

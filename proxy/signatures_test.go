@@ -1,0 +1,103 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// geminiUpstream answers like Gemini's OpenAI layer: a tool call whose
+// extra_content carries a thought signature, and a 400 for a later request
+// whose history carries a call without its signature.
+func geminiUpstream(t *testing.T, stream bool) (*httptest.Server, func() []string) {
+	const sig = `{"google":{"thought_signature":"Cq0CAb4+9vs="}}`
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		for _, m := range gjson.GetBytes(b, "messages").Array() {
+			for _, c := range m.Get("tool_calls").Array() {
+				if c.Get("extra_content").Raw != sig {
+					w.WriteHeader(http.StatusBadRequest)
+					_, _ = io.WriteString(w, `{"error":{"message":"Function call is missing a thought_signature","code":400}}`)
+					return
+				}
+			}
+		}
+		msgs := gjson.GetBytes(b, "messages").Array()
+		if msgs[len(msgs)-1].Get("role").Str == "tool" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, plainCompletion)
+			return
+		}
+		call := `{"extra_content":` + sig + `,"function":{"arguments":"{\"city\":\"Paris\"}","name":"get_weather"},"id":"function-call-1","type":"function"}`
+		if stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, idData(`{"id":"g","object":"chat.completion.chunk","created":1,"model":"gemini-3","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[`+call+`]},"finish_reason":null}]}`)+
+				idData(`{"id":"g","object":"chat.completion.chunk","created":1,"model":"gemini-3","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`)+"data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"g","object":"chat.completion","created":1,"model":"gemini-3","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[`+call+`]},"finish_reason":"tool_calls"}]}`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+}
+
+// A Gemini tool loop works through the proxy: the thought signature the
+// upstream put on a call does not reach the client (no point judges it),
+// and goes back to the upstream with the follow-up that carries the call,
+// header-less or in a named session, JSON or stream.
+func TestThoughtSignaturesGoBackUpstream(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		for _, session := range []bool{false, true} {
+			name := map[bool]string{false: "json", true: "stream"}[stream] + map[bool]string{false: "/headerless", true: "/named"}[session]
+			t.Run(name, func(t *testing.T) {
+				up, got := geminiUpstream(t, stream)
+				p := seamProxy(t, up.URL, allowAll())
+				var hdr []string
+				if session {
+					hdr = []string{"X-Agent-Hooks-Session", "g1"}
+				}
+				ask := `{"model":"gemini-3","messages":[{"role":"user","content":"weather in Paris?"}]}`
+				if stream {
+					ask = `{"model":"gemini-3","stream":true,"messages":[{"role":"user","content":"weather in Paris?"}]}`
+				}
+				resp, body := post(t, p.URL, ask, hdr...)
+				if resp.StatusCode != 200 || !strings.Contains(string(body), "get_weather") {
+					t.Fatalf("%d %s", resp.StatusCode, body)
+				}
+				if strings.Contains(string(body), "thought_signature") || strings.Contains(string(body), "extra_content") {
+					t.Fatalf("the client got the unjudged signature: %s", body)
+				}
+				follow := `{"model":"gemini-3","messages":[{"role":"user","content":"weather in Paris?"},{"role":"assistant","content":null,"tool_calls":[{"id":"function-call-1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},{"role":"tool","tool_call_id":"function-call-1","content":"sunny"}]}`
+				resp, body = post(t, p.URL, follow, hdr...)
+				if resp.StatusCode != 200 {
+					t.Fatalf("follow-up: %d %s\nupstream got: %q", resp.StatusCode, body, got())
+				}
+			})
+		}
+	}
+}
+
+// A call the seam withholds is spliced back into the proxy's own next
+// model call, with its signature.
+func TestThoughtSignatureOnWithheldCall(t *testing.T) {
+	up, got := geminiUpstream(t, false)
+	p := seamProxy(t, up.URL, denyTool("get_weather"))
+	resp, body := post(t, p.URL, `{"model":"gemini-3","messages":[{"role":"user","content":"weather in Paris?"}]}`)
+	if resp.StatusCode != 200 || gjson.GetBytes(body, "choices.0.message.content").Str == "" {
+		t.Fatalf("%d %s\nupstream got: %q", resp.StatusCode, body, got())
+	}
+	if n := len(got()); n != 2 {
+		t.Fatalf("%d upstream calls, want 2 (the continuation after the denied call)", n)
+	}
+}
