@@ -395,7 +395,9 @@ func TestUpstreamErrorPassesThrough(t *testing.T) {
 }
 
 func TestBrokenStreamFailsClosed(t *testing.T) {
-	up, _ := upstream(t, textStream[:len(textStream)-len("data: [DONE]\n\n")], true, 10)
+	// Cut before the finish_reason: a stream that ends cleanly after it
+	// is complete (TestStreamEndingAfterFinishWithoutDone).
+	up, _ := upstream(t, textStream[:strings.Index(textStream, chunk(`{}`, "stop"))], true, 10)
 	p := newProxy(t, up.URL, allowAll())
 	resp, body := post(t, p.URL, helloStream)
 	// An upstream that ends its stream early errored: nothing released,

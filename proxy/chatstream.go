@@ -248,6 +248,14 @@ func (s *ChatStream) ReadFrom(r io.Reader) (int64, error) {
 			switch {
 			case errors.Is(err, sse.ErrTooLarge):
 				err = fmt.Errorf("%w: %w", ErrBufferLimit, err)
+			case err == io.EOF && s.acc.finished():
+				// Closed cleanly between events after every choice's
+				// finish_reason, without "data: [DONE]" (ik_llama.cpp,
+				// llama.cpp and TGI before mid-2024): the model said it was
+				// done and nothing is cut. The client gets the [DONE].
+				done := []byte("data: [DONE]\n\n")
+				n += int64(len(done))
+				return n, s.Add(sse.Event{Data: done[6:12], Raw: done})
 			case err == io.EOF:
 				err = ErrMissingDone
 			case errors.Is(err, io.ErrUnexpectedEOF):
@@ -553,6 +561,17 @@ type extraAcc struct {
 	// token_id, audio objects), which a client would keep only one of; it
 	// is left out of the completion, so the stream is re-derived without it.
 	dropped bool
+}
+
+// finished reports whether the stream has choices and each has its
+// finish_reason.
+func (a *chatAcc) finished() bool {
+	for i := range a.choices {
+		if a.choices[i].finish == nil {
+			return false
+		}
+	}
+	return len(a.choices) > 0
 }
 
 func (a *chatAcc) reset() {
