@@ -823,14 +823,16 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if !ok {
 		return false
 	}
-	s, sess, w, r := rn.s, rn.sess, rn.w, rn.r
+	s, sess, w := rn.s, rn.sess, rn.w
 	body = mc.body
 	var err error
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
 	stream := bodyGet(body, "stream").Bool()
-	upBody := body
-	if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True {
+	upBody, forced := body, false
+	if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True && s.noStreamOptions.Load() {
+		t.omitUsage = true // an upstream that refused stream_options is not sent it again
+	} else if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True {
 		// A stream carries usage only when asked for it, and the points
 		// (token budgets, rules over usage) need it as a JSON answer has
 		// it. The usage chunk is left out of what the client gets. Only
@@ -843,25 +845,33 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			b, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`))
 		}
 		if err == nil {
-			upBody = b
+			upBody, forced = b, true
 		}
 		// The client did not ask: whatever the upstream was sent, the
 		// usage chunk and "usage" members stay out of its stream.
 		t.omitUsage = true
 	}
 	upBody = s.signatures.attach(upBody)
-	out, err := s.upstreamRequest(uctx, r, upBody)
+	// An errored model call (no answer, an error status, an error inside
+	// the stream) has no post_model_call: §12.1, there is no response to
+	// evaluate and post_model_call is not the vehicle for the provider's
+	// error. Nothing of it is released; the error is answered as such.
+	out, err := s.upstreamRequest(uctx, rn.r, upBody)
 	if err != nil {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		rn.end("error", false)
 		return false
 	}
-	// An errored model call (no answer, an error status, an error inside
-	// the stream) has no post_model_call: §12.1, there is no response to
-	// evaluate and post_model_call is not the vehicle for the provider's
-	// error. Nothing of it is released; the error is answered as such.
 	upStart := time.Now()
 	resp, err := s.client.Do(out)
+	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+		resp, upStart, err = rn.withoutStreamOptions(uctx, resp, upStart, body, stream)
+	}
+	if errors.Is(err, errBuildRequest) {
+		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
+		rn.end("error", false)
+		return false
+	}
 	if err != nil {
 		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		if ctx.Err() != nil {
@@ -1218,6 +1228,41 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 		return
 	}
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
+}
+
+// errBuildRequest: the upstream request could not be built.
+var errBuildRequest = errors.New("proxy: could not build upstream request")
+
+// withoutStreamOptions looks at a 400 or 422 to a streamed request the
+// proxy added stream_options to: when the upstream names it (some strict
+// OpenAI-compatible servers refuse it), the request is sent once more as
+// the client wrote it (plain, with the signatures), and the upstream is
+// not sent stream_options again until the process restarts; such a
+// stream then carries no usage, which a token budget with require_usage
+// refuses. Any other refusal is returned to be relayed whole. Apart from
+// modelTurn so that its frames are on the stack only in that case.
+func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, upStart time.Time, plain []byte, stream bool) (*http.Response, time.Time, error) {
+	s := rn.s
+	peek, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if rerr != nil || !bytes.Contains(peek, []byte("stream_options")) {
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
+		return resp, upStart, nil
+	}
+	resp.Body.Close()
+	s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+	if s.noStreamOptions.CompareAndSwap(false, true) {
+		s.log.Warn("upstream refused stream_options; streams are sent without it from now on, and carry no usage unless the client asks", "status", resp.StatusCode)
+	}
+	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(plain))
+	if err != nil {
+		return nil, time.Time{}, errBuildRequest
+	}
+	upStart = time.Now()
+	resp, err = s.client.Do(out)
+	return resp, upStart, err
 }
 
 // outOfDomain returns the value-free "path: problem" of an encoding error

@@ -151,6 +151,9 @@ type Server struct {
 	// signatures are the upstream's extra_content of tool calls, handed
 	// back with the histories that carry them.
 	signatures *signatures
+	// noStreamOptions: the upstream refused the stream_options the proxy
+	// adds to streamed requests (send), which it then leaves out.
+	noStreamOptions atomic.Bool
 	// bodyTimeout, when set, replaces the request body deadline (tests).
 	bodyTimeout time.Duration
 }

@@ -1,0 +1,86 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// An upstream that refuses the stream_options the proxy adds (422 naming
+// it, as some strict OpenAI-compatible servers answer) gets the stream as
+// the client wrote it, and is not sent stream_options again; a client that
+// asks for usage itself is still passed on as it asked, and an unrelated
+// 400 is relayed as it came.
+func TestStreamOptionsRefusedFallsBack(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+		switch {
+		case strings.Contains(string(b), "bad temperature"):
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"temperature out of range","type":"invalid_request_error"}}`)
+		case gjson.GetBytes(b, "stream_options").Exists():
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"object":"error","message":"body -> stream_options: Extra inputs are not permitted","type":"invalid_request_message_error"}`)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, textStream)
+		}
+	}))
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL, allowAll())
+	calls := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+
+	resp, body := post(t, p.URL, helloStream)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), " is safe.") {
+		t.Fatalf("first stream: %d %s", resp.StatusCode, body)
+	}
+	if c := calls(); len(c) != 2 || !strings.Contains(c[0], "stream_options") || strings.Contains(c[1], "stream_options") {
+		t.Fatalf("upstream calls %q, want one with stream_options then one without", c)
+	}
+	resp, body = post(t, p.URL, helloStream)
+	if resp.StatusCode != 200 {
+		t.Fatalf("second stream: %d %s", resp.StatusCode, body)
+	}
+	if c := calls(); len(c) != 3 || strings.Contains(c[2], "stream_options") {
+		t.Fatalf("upstream calls %q, want the second stream sent once, without stream_options", c)
+	}
+	// The client's own stream_options is its request: refused as it is.
+	resp, body = post(t, p.URL, `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hi"}]}`)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(body), "stream_options") {
+		t.Fatalf("client's stream_options: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestUnrelatedRefusalIsRelayed(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		mu.Lock()
+		n++
+		mu.Unlock()
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = io.WriteString(w, `{"error":{"message":"temperature out of range","type":"invalid_request_error"}}`)
+	}))
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL, allowAll())
+	resp, body := post(t, p.URL, helloStream)
+	if resp.StatusCode != http.StatusBadRequest || gjson.GetBytes(body, "error.message").Str != "temperature out of range" {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d upstream calls, want 1", n)
+	}
+}
