@@ -10,9 +10,10 @@ import (
 
 // A JSON answer that parses but carries a value no context can hold (a
 // lone surrogate, a number past the double range, a duplicate member) is a
-// projection failure at post_model_call (§10.3): the client gets the
-// host_error deny and the session's records go on past pre_model_call, with
-// the next sequence and no identity. Not-JSON stays the upstream's 502.
+// projection failure at post_model_call (§10.3): the session's records go
+// on past pre_model_call with a context_invalid deny, the next sequence and
+// no identity, while the client is told the upstream's answer is at fault
+// (502, as for not-JSON, which leaves no such record).
 func TestAnswerOutsideValueDomainIsRecorded(t *testing.T) {
 	for _, tc := range []struct {
 		name, answer string

@@ -23,8 +23,12 @@ import (
 
 // run carries one mediated request through its points.
 type run struct {
-	s  *Server
-	em *points.Emitter
+	// sigs are the last answer's tool-call extra_content, kept once the
+	// calls' ids are final (here, not on the turn, whose frame is on the
+	// stack while a stream is held).
+	sigs []sigEntry
+	s    *Server
+	em   *points.Emitter
 	// pol holds em and the settings that came with it: read once per
 	// request, so a reload meanwhile changes neither.
 	pol  *policy
@@ -579,24 +583,27 @@ func (rn *run) judgeInput(ctx context.Context, body []byte, msgs []gjson.Result,
 		rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), detail)
 		return nil, false
 	}
-	rn.s.inputs.remember(msg.Get("role").Str, msg.Get("content"), v, role)
+	rn.s.inputs.remember(sess.ps.ID(), msg.Get("role").Str, msg.Get("content"), v, role)
 	return out, true
 }
 
 // replayInputs gives each message of the history that an earlier input
-// verdict changed (not one judged now) what the verdict made of it; one
-// whose verdict was too large to keep is judged again.
+// verdict of this session changed (not one judged now) what the verdict
+// made of it; one another session's verdict changed, or whose verdict was
+// too large to keep, is judged again.
 func (rn *run) replayInputs(ctx context.Context, body []byte, msgs []gjson.Result, judged []int) ([]byte, bool) {
 	for i, m := range msgs {
 		role := m.Get("role").Str
 		if (role != "user" && role != "system" && role != "developer") || slices.Contains(judged, i) {
 			continue
 		}
-		iv, ok := rn.s.inputs.lookup(role, m.Get("content"))
-		if !ok {
+		iv, ok, changed := rn.s.inputs.lookup(rn.sess.ps.ID(), role, m.Get("content"))
+		if !changed {
 			continue
 		}
-		if iv.content == nil {
+		if !ok {
+			// Changed in another session, or too large to keep: judged
+			// here and now.
 			in := turnInput{index: i, role: "user"}
 			if role != "user" {
 				in.role = "system"
@@ -692,13 +699,17 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 			}
 			modified = modified || changed
 		}
-		if rn.pol.st.TransparentToolSeam {
+		if !rn.pol.st.TransparentToolSeam {
+			for _, e := range rn.sigs {
+				s.signatures.put(sess.ps.ID(), e.id, e.name, e.extra)
+			}
+		} else {
 			history := map[string]bool{}
 			ids, _ := toolCallIDsIn(body)
 			for _, id := range ids {
 				history[id] = true
 			}
-			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, rn.pol, sess, completion, history)
+			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, rn.pol, sess, completion, history, rn.sigs)
 			if halt != nil {
 				rn.blocked(*halt)
 				return nil, false
@@ -851,7 +862,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		// usage chunk and "usage" members stay out of its stream.
 		t.omitUsage = true
 	}
-	upBody = s.signatures.attach(upBody)
+	upBody = s.signatures.attach(sess.ps.ID(), upBody)
 	// An errored model call (no answer, an error status, an error inside
 	// the stream) has no post_model_call: §12.1, there is no response to
 	// evaluate and post_model_call is not the vehicle for the provider's
@@ -1256,7 +1267,7 @@ func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, up
 	if s.noStreamOptions.CompareAndSwap(false, true) {
 		s.log.Warn("upstream refused stream_options; streams are sent without it from now on, and carry no usage unless the client asks", "status", resp.StatusCode)
 	}
-	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(plain))
+	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(rn.sess.ps.ID(), plain))
 	if err != nil {
 		return nil, time.Time{}, errBuildRequest
 	}
@@ -1353,11 +1364,12 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		v = viewCompletion(t.completion)
 		rewrote = true
 	}
+	rn.sigs = nil
 	if v.toolExtras {
 		// The upstream's extra_content (Gemini's thought signatures) is
-		// kept for the requests that carry these calls back; the client
-		// never gets it.
-		s.signatures.capture(t.completion)
+		// kept for the requests that carry these calls back, under the
+		// ids they are released with; the client never gets it.
+		rn.sigs = pendingSignatures(t.completion)
 	}
 	// Members no point judges never reach the client.
 	var stripped bool

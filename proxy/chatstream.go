@@ -564,10 +564,11 @@ type extraAcc struct {
 }
 
 // finished reports whether the stream has choices and each has its
-// finish_reason.
+// finish_reason. An empty one is none: some servers (sglang 0.4, GLM
+// routes) send "" on every chunk before the last.
 func (a *chatAcc) finished() bool {
 	for i := range a.choices {
-		if a.choices[i].finish == nil {
+		if len(a.choices[i].finish) <= len(`""`) {
 			return false
 		}
 	}

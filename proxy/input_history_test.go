@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -68,10 +70,14 @@ func TestInputVerdictHoldsInHistory(t *testing.T) {
 				}
 			}
 			// The replay is no judgment: one input per request that opens a
-			// turn, none for the follow-up.
+			// turn, none for the follow-up. A header-less agent's next call
+			// is another run, where the changed message is judged again.
 			want := 2
-			if strings.Contains(tc.name, "follow-up") {
+			switch tc.name {
+			case "named/tool-follow-up", "headerless/tool-follow-up":
 				want = 1
+			case "headerless/next-turn":
+				want = 3
 			}
 			if n := count(p.sink, points.Input); n != want {
 				t.Errorf("%d input emissions, want %d", n, want)
@@ -85,6 +91,28 @@ func TestInputVerdictHoldsInHistory(t *testing.T) {
 func TestInputVerdictLargeAndReload(t *testing.T) {
 	first := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"}]}`
 	nextTurn := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+	t.Run("other-session", func(t *testing.T) {
+		// A verdict that depends on more than the text (here the session)
+		// is not replayed into another session: the message is judged
+		// there again.
+		up, got := seqUpstream(t, plainCompletion)
+		tag := at(points.Input, "tag", func(c *points.Context) (points.Verdict, error) {
+			b, _ := json.Marshal("[" + c.Get("session.id").Str + "] " + c.Get("input.content").Str)
+			return points.Replace("$target.content", b), nil
+		})
+		p := newProxy(t, up.URL, tag, allowAll())
+		ask := `{"model":"m","messages":[{"role":"user","content":"my balance?"}]}`
+		next := `{"model":"m","messages":[{"role":"user","content":"my balance?"},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+		for _, r := range [][2]string{{ask, "s1"}, {ask, "s2"}, {next, "s1"}} {
+			if resp, b := post(t, p.URL, r[0], "X-Agent-Hooks-Session", r[1]); resp.StatusCode != 200 {
+				t.Fatalf("%d %s", resp.StatusCode, b)
+			}
+		}
+		last := got()[2]
+		if strings.Contains(last, "[s2]") || !strings.Contains(last, "[s1] my balance?") {
+			t.Fatalf("s1's next turn carries %s", last)
+		}
+	})
 	t.Run("large", func(t *testing.T) {
 		up, got := seqUpstream(t, plainCompletion)
 		big := strings.Repeat("x", maxKeptVerdict+1)
@@ -106,7 +134,7 @@ func TestInputVerdictLargeAndReload(t *testing.T) {
 	t.Run("reload", func(t *testing.T) {
 		up, got := seqUpstream(t, plainCompletion)
 		p := newProxy(t, up.URL, maskInput("[masked]"), allowAll())
-		if resp, b := post(t, p.URL, first); resp.StatusCode != 200 {
+		if resp, b := post(t, p.URL, first, "X-Agent-Hooks-Session", "r1"); resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
 		em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}, Sink: p.sink, Targets: WriteBack{}, HostMembers: true})
@@ -114,7 +142,7 @@ func TestInputVerdictLargeAndReload(t *testing.T) {
 			t.Fatal(err)
 		}
 		p.srv.Swap(em)
-		if resp, b := post(t, p.URL, nextTurn); resp.StatusCode != 200 {
+		if resp, b := post(t, p.URL, nextTurn, "X-Agent-Hooks-Session", "r1"); resp.StatusCode != 200 {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
 		for i, g := range got() {
@@ -123,4 +151,19 @@ func TestInputVerdictLargeAndReload(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A message's key does not depend on its JSON spelling.
+func TestInputKeySpelling(t *testing.T) {
+	for _, pair := range [][2]string{
+		{`"my card SECRET123"`, `"my card \u0053ECRET123"`},
+		{`[{"type":"text","text":"SECRET123"}]`, `[ {"text":"\u0053ECRET123", "type":"text"} ]`},
+	} {
+		if inputKey("user", gjson.Parse(pair[0])) != inputKey("user", gjson.Parse(pair[1])) {
+			t.Errorf("%s and %s have different keys", pair[0], pair[1])
+		}
+	}
+	if inputKey("user", gjson.Parse(`"x"`)) == inputKey("system", gjson.Parse(`"x"`)) {
+		t.Error("the role is not in the key")
+	}
 }

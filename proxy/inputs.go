@@ -6,23 +6,31 @@ import (
 	"sync/atomic"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
-// judgedInputs remembers, across sessions and reloads, the input messages
-// a transform changed and what the model was to see instead. input judges
-// only the messages that open a turn, and an agent replays its history as
-// it wrote it: without this, a message input masked would reach the model
-// in the clear on the session's next request (and on every call of a
-// header-less agent after the first). A replayed message that matches one
-// is given its verdicted content; one whose verdict was too large to keep
-// is judged again. Kept across reloads: a model that saw the masked text
-// must not see the original because the policy changed. It holds the
-// most recent max entries (oldest first out).
+// judgedInputs remembers the input messages a transform changed and what
+// the model was to see instead. input judges only the messages that open
+// a turn, and an agent replays its history as it wrote it: without this, a
+// message input masked would reach the model in the clear on the
+// session's next request (and on every call of a header-less agent after
+// the first). A verdict is replayed only into its own session's histories
+// (a header-less run's tool-loop follow-ups are that run): a transform may
+// depend on more than the text (a per-session placeholder, a tenant tag),
+// so another session's history carrying the same message, and a message
+// whose verdict was too large to keep, is judged again instead. Kept
+// across reloads: a model that saw the masked text must not see the
+// original because the policy changed. Each memory holds its most recent
+// max entries (oldest first out).
 type judgedInputs struct {
 	mu   sync.Mutex
-	sums *recent[inputVerdict]
-	kept int          // bytes of verdicted content held, within maxKeptBytes
-	n    atomic.Int64 // entries held: a request with none to match hashes nothing
+	sums *recent[inputVerdict] // by session and message
+	// changed holds the messages some session's verdict changed, by
+	// message alone: another session replaying one judges it again.
+	changed *recent[struct{}]
+	kept    int          // bytes of verdicted content held, within maxKeptBytes
+	n       atomic.Int64 // entries of changed: a request with none to match hashes nothing
 }
 
 // inputVerdict is what the model sees for one remembered input message.
@@ -32,23 +40,26 @@ type inputVerdict struct {
 }
 
 func newJudgedInputs(max int) *judgedInputs {
-	j := &judgedInputs{sums: newRecent[inputVerdict](max)}
-	j.sums.evicted = func(v inputVerdict) {
-		j.kept -= len(v.content)
-		j.n.Add(-1)
-	}
+	j := &judgedInputs{sums: newRecent[inputVerdict](max), changed: newRecent[struct{}](max)}
+	j.sums.evicted = func(v inputVerdict) { j.kept -= len(v.content) }
+	j.changed.evicted = func(struct{}) { j.n.Add(-1) }
 	return j
 }
 
 // inputKey identifies a message by its role and content, whatever the
-// JSON spelling of a string content (a client may re-escape it).
+// JSON spelling of the content (a client may re-escape it, or re-order a
+// part's members).
 func inputKey(role string, content gjson.Result) string {
 	h := sha256.New()
 	h.Write([]byte(role))
-	if content.Type == gjson.String {
+	switch c, err := points.CanonicalJSON([]byte(content.Raw)); {
+	case content.Type == gjson.String:
 		h.Write([]byte{0, 's'})
 		h.Write([]byte(content.Str))
-	} else {
+	case err == nil:
+		h.Write([]byte{0, 'c'})
+		h.Write(c)
+	default:
 		h.Write([]byte{0, 'r'})
 		h.Write(compact([]byte(content.Raw)))
 	}
@@ -56,35 +67,48 @@ func inputKey(role string, content gjson.Result) string {
 	return string(h.Sum(sum[:0]))
 }
 
-// remember records that the message of role with content was changed by
-// an input verdict to content v and chat role newRole ("" unchanged).
-func (j *judgedInputs) remember(role string, content gjson.Result, v []byte, newRole string) {
+// remember records that, in session sid, the message of role with content
+// was changed by an input verdict to content v and chat role newRole (""
+// unchanged).
+func (j *judgedInputs) remember(sid, role string, content gjson.Result, v []byte, newRole string) {
 	k := inputKey(role, content)
+	sk := sid + "\x00" + k
 	iv := inputVerdict{role: newRole}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if old, ok := j.sums.get(sk); ok {
+		j.kept -= len(old.content)
+		j.sums.del(sk)
+	}
 	if len(v) <= maxKeptVerdict && j.kept+len(v) <= maxKeptBytes {
 		iv.content = append([]byte(nil), v...)
 		j.kept += len(v)
 	}
-	if old, ok := j.sums.get(k); ok {
-		j.kept -= len(old.content)
-		j.sums.del(k)
+	j.sums.put(sk, iv)
+	if _, ok := j.changed.get(k); ok {
+		j.changed.del(k)
 		j.n.Add(-1)
 	}
-	j.sums.put(k, iv)
+	j.changed.put(k, struct{}{})
 	j.n.Add(1)
 }
 
-// lookup returns the verdict remembered for a message, if any.
-func (j *judgedInputs) lookup(role string, content gjson.Result) (inputVerdict, bool) {
+// lookup returns, for a message replayed in session sid, the verdict that
+// session remembers (ok), and whether any session's verdict changed such
+// a message (changed): changed without a verdict to replay means judge it
+// again.
+func (j *judgedInputs) lookup(sid, role string, content gjson.Result) (iv inputVerdict, ok, changed bool) {
 	if j.n.Load() == 0 {
-		return inputVerdict{}, false
+		return inputVerdict{}, false, false
 	}
 	k := inputKey(role, content)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.sums.get(k)
+	if _, changed = j.changed.get(k); !changed {
+		return inputVerdict{}, false, false
+	}
+	iv, ok = j.sums.get(sid + "\x00" + k)
+	return iv, ok && iv.content != nil, true
 }
 
 // empty reports whether nothing is remembered.

@@ -27,6 +27,9 @@ func TestStreamEndingAfterFinishWithoutDone(t *testing.T) {
 		{"inside-finish", noDone[:len(noDone)-len(finish)/2], 0, http.StatusBadGateway},
 		{"finish-without-blank-line", strings.TrimSuffix(noDone, "\n"), 0, http.StatusBadGateway},
 		{"before-finish", noDone[:len(noDone)-len(finish)], 0, http.StatusBadGateway},
+		// sglang 0.4 and some GLM routes send "" on every chunk before
+		// the last: that is no finish.
+		{"empty-finish-reasons", strings.ReplaceAll(noDone[:len(noDone)-len(finish)], `"finish_reason":null`, `"finish_reason":""`), 0, http.StatusBadGateway},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			split := tc.split

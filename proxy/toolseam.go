@@ -60,7 +60,12 @@ type toolCall struct {
 	// rawArgs is the model's own arguments string of a withheld call,
 	// replayed to the model only.
 	withheld []string
-	rawArgs  string
+	// order is, on an anchor, the ids of all the calls of its answer in
+	// the model's order, released and withheld: a withheld call goes back
+	// upstream at its place (Gemini checks its thought signature on the
+	// first call of a turn).
+	order   []string
+	rawArgs string
 	// ready is closed once the pre outcome is known; reqArgs are the
 	// arguments the first pre was asked about.
 	ready   chan struct{}
@@ -291,12 +296,12 @@ func contentIs(c gjson.Result, want string) bool {
 // calls withheld (remembered for splicing). It returns the rewritten
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
-func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, completion []byte, history map[string]bool) ([]byte, int, []string, *points.Result, *points.Result) {
+func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, completion []byte, history map[string]bool, sigs []sigEntry) ([]byte, int, []string, *points.Result, *points.Result) {
 	em := pol.em
 	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
 	var lastDeny *points.Result
-	var keptIDs, withheld []string
+	var keptIDs, withheld, order []string
 	changed := false
 	newArgs := map[int][]byte{}
 	newIDs := map[int]string{}
@@ -337,6 +342,11 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, detail)
 			return nil, 0, nil, &r, nil
 		}
+		if e := findSig(sigs, c.Get("id").Str); e != nil {
+			// Kept under the id the call goes out with, released or
+			// withheld (a withheld call is spliced back upstream).
+			s.signatures.put(sess.ps.ID(), id, name, e.extra)
+		}
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
 		}
@@ -347,6 +357,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			tc.rawArgs, tc.released = strings.Clone(argsStr), true
 			sess.mu.Unlock()
 			withheld = append(withheld, strings.Clone(id))
+			order = append(order, withheld[len(withheld)-1])
 			changed = true
 			continue
 		}
@@ -365,6 +376,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		}
 		kept = append(kept, c)
 		keptIDs = append(keptIDs, id)
+		order = append(order, strings.Clone(id))
 	}
 	if !changed {
 		return completion, len(calls), nil, nil, nil
@@ -373,6 +385,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		sess.mu.Lock()
 		anchor := sess.tools[keptIDs[0]]
 		anchor.withheld = append(anchor.withheld, withheld...)
+		anchor.order = append(anchor.order, order...)
 		sess.mu.Unlock()
 	}
 	if len(kept) == 0 {
@@ -507,7 +520,7 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			}
 			add(raw)
 		case "assistant":
-			var spliced, unanswered []string
+			var spliced, unanswered, order []string
 			calls := m.toolCalls.Array()
 			carries := func(id string) bool { // the agent replayed this call itself
 				for _, c := range calls {
@@ -521,6 +534,9 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 				tc := sess.tools[c.Get("id").Str]
 				if tc == nil {
 					continue
+				}
+				if len(tc.withheld) > 0 {
+					order = append(order, tc.order...)
 				}
 				for _, wid := range tc.withheld {
 					// A call the agent carries is not spliced again
@@ -558,6 +574,9 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 				call = append(call, `}}`...)
 				raw, _ = sjson.SetRawBytes(raw, "tool_calls.-1", call)
 			}
+			if len(spliced) > 0 && len(order) > 0 {
+				raw = inOrder(raw, order)
+			}
 			flush()
 			add(raw)
 			for _, wid := range append(spliced, unanswered...) {
@@ -582,6 +601,39 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 		return body, nil
 	}
 	return nb, nil
+}
+
+// inOrder puts an assistant message's tool calls in the order the model
+// gave them (order, by id), calls it does not name keeping theirs after.
+func inOrder(msg []byte, order []string) []byte {
+	calls := gjson.GetBytes(msg, "tool_calls").Array()
+	used := make([]bool, len(calls))
+	arr := []byte{'['}
+	add := func(i int) {
+		if len(arr) > 1 {
+			arr = append(arr, ',')
+		}
+		arr = append(arr, calls[i].Raw...)
+		used[i] = true
+	}
+	for _, id := range order {
+		for i, c := range calls {
+			if !used[i] && c.Get("id").Str == id {
+				add(i)
+				break
+			}
+		}
+	}
+	for i := range calls {
+		if !used[i] {
+			add(i)
+		}
+	}
+	out, err := sjson.SetRawBytes(msg, "tool_calls", append(arr, ']'))
+	if err != nil {
+		return msg
+	}
+	return out
 }
 
 // releasedArgs is the arguments string the agent got for the call: the
