@@ -519,14 +519,18 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	// results for calls the proxy never saw, cannot skip the point.
 	rn.clientMsgs = len(msgs)
 	rn.followUp = s.continuesTurn(sess, msgs)
-	var judged []int // messages input judged now
+	var judged []int               // messages input judged now
+	var edits map[int]inputVerdict // what verdicts make of messages, written in one rebuild
 	if !rn.followUp {
 		for _, in := range req.ins {
-			var ok bool
-			if body, ok = rn.judgeInput(ctx, body, msgs, in); !ok {
+			iv, transformed, ok := rn.judgeInput(ctx, msgs, in)
+			if !ok {
 				return nil, false
 			}
 			judged = append(judged, in.index)
+			if transformed {
+				edits = addEdit(edits, in.index, iv)
+			}
 		}
 	}
 	// Messages an earlier request's input verdict changed, replayed as
@@ -534,7 +538,13 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	// them, as it did then.
 	if !s.inputs.empty() {
 		var ok bool
-		if body, ok = rn.replayInputs(ctx, body, msgs, judged); !ok {
+		if edits, ok = rn.replayInputs(ctx, msgs, judged, edits); !ok {
+			return nil, false
+		}
+	}
+	if edits != nil {
+		var ok bool
+		if body, ok = rn.writeInputs(body, msgs, edits); !ok {
 			return nil, false
 		}
 	}
@@ -560,38 +570,47 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 	return body, true
 }
 
-// judgeInput runs input over message in of the request and writes a
-// transform back into body; false when the request was answered (denied,
-// or a write-back that failed).
-func (rn *run) judgeInput(ctx context.Context, body []byte, msgs []gjson.Result, in turnInput) ([]byte, bool) {
+// judgeInput runs input over message in of the request and returns what
+// a transform makes of it (remembered for the session's later histories);
+// ok is false when the request was answered (denied, or a value with no
+// chat form).
+func (rn *run) judgeInput(ctx context.Context, msgs []gjson.Result, in turnInput) (_ inputVerdict, transformed, ok bool) {
 	em, sess := rn.em, rn.sess
 	msg := msgs[in.index]
 	content := msg.Get("content").Raw
 	res := em.Emit(ctx, sess.ps, points.InputEvent([]byte(orNull(content)), in.role))
 	if !res.Proceed {
 		rn.blocked(res)
-		return nil, false
+		return inputVerdict{}, false, false
 	}
 	if !res.Transformed {
-		return body, true
+		return inputVerdict{}, false, true
 	}
-	// A write-back that fails (WriteBack refused what has no chat form in
+	// A verdict that has no chat form (WriteBack refused what has none in
 	// the fold already) is the input's failure, recorded over the message
 	// as it came (which builds, as it did).
-	out, v, role, detail := writeBackInput(body, in, res.Target(), content)
+	v, role, detail := inputVerdictOf(in, res.Target(), content)
 	if detail != "" {
 		rn.failClosed(points.InputEvent([]byte(orNull(content)), in.role), detail)
-		return nil, false
+		return inputVerdict{}, false, false
 	}
 	rn.s.inputs.remember(sess.ps.ID(), msg.Get("role").Str, msg.Get("content"), v, role)
-	return out, true
+	return inputVerdict{content: v, role: role}, true, true
 }
 
-// replayInputs gives each message of the history that an earlier input
-// verdict of this session changed (not one judged now) what the verdict
-// made of it; one another session's verdict changed, or whose verdict was
-// too large to keep, is judged again.
-func (rn *run) replayInputs(ctx context.Context, body []byte, msgs []gjson.Result, judged []int) ([]byte, bool) {
+func addEdit(edits map[int]inputVerdict, i int, iv inputVerdict) map[int]inputVerdict {
+	if edits == nil {
+		edits = map[int]inputVerdict{}
+	}
+	edits[i] = iv
+	return edits
+}
+
+// replayInputs adds to edits, for each message of the history that an
+// earlier input verdict of this session changed (not one judged now), what
+// the verdict made of it; one another session's verdict changed, or whose
+// verdict was too large to keep, is judged again.
+func (rn *run) replayInputs(ctx context.Context, msgs []gjson.Result, judged []int, edits map[int]inputVerdict) (map[int]inputVerdict, bool) {
 	for i, m := range msgs {
 		role := m.Get("role").Str
 		if (role != "user" && role != "system" && role != "developer") || slices.Contains(judged, i) {
@@ -608,22 +627,45 @@ func (rn *run) replayInputs(ctx context.Context, body []byte, msgs []gjson.Resul
 			if role != "user" {
 				in.role = "system"
 			}
-			if body, ok = rn.judgeInput(ctx, body, msgs, in); !ok {
+			var transformed bool
+			if iv, transformed, ok = rn.judgeInput(ctx, msgs, in); !ok {
 				return nil, false
 			}
-			continue
+			if !transformed {
+				continue
+			}
 		}
-		at := "messages." + strconv.Itoa(i) + "."
-		var err error
-		if body, err = sjson.SetRawBytes(body, at+"content", iv.content); err == nil && iv.role != "" {
-			body, err = sjson.SetBytes(body, at+"role", iv.role)
-		}
-		if err != nil {
-			rn.failClosed(points.InputEvent([]byte(orNull(m.Get("content").Raw)), "user"), "input replay write-back failed")
-			return nil, false
-		}
+		edits = addEdit(edits, i, iv)
 	}
-	return body, true
+	return edits, true
+}
+
+// writeInputs writes what input verdicts made of messages into body, in
+// one rebuild of the messages (one sjson write per message over the whole
+// body would cost the body's size per message).
+func (rn *run) writeInputs(body []byte, msgs []gjson.Result, edits map[int]inputVerdict) ([]byte, bool) {
+	failed := -1
+	out, err := editMessages(body, func(i int, m []byte) ([]byte, error) {
+		iv, ok := edits[i]
+		if !ok {
+			return nil, nil
+		}
+		failed = i
+		m, err := sjson.SetRawBytes(m, "content", iv.content)
+		if err == nil && iv.role != "" {
+			m, err = sjson.SetBytes(m, "role", iv.role)
+		}
+		return m, err
+	})
+	if err != nil {
+		content := ""
+		if failed >= 0 && failed < len(msgs) {
+			content = msgs[failed].Get("content").Raw
+		}
+		rn.failClosed(points.InputEvent([]byte(orNull(content)), "user"), "input write-back failed")
+		return nil, false
+	}
+	return out, true
 }
 
 // spent is the usage of the model calls the proxy made on its own
@@ -1033,29 +1075,20 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	return ok
 }
 
-// writeBackInput writes an input transform's target into the message it
-// judged: its content, and its role when the transform changed it. It
-// returns the content and chat role written (role "" when kept), or a
-// payload-free detail when it cannot.
-func writeBackInput(body []byte, in turnInput, target gjson.Result, content string) (out, v []byte, role, detail string) {
+// inputVerdictOf is the content and chat role (role "" when kept) an
+// input transform's target gives message in, or a payload-free detail when
+// it has no chat form.
+func inputVerdictOf(in turnInput, target gjson.Result, content string) (v []byte, role, detail string) {
 	v, ok := inputContent(target.Get("content"), content)
 	if !ok {
-		return body, nil, "", "input transform value has no chat message form"
-	}
-	at := "messages." + strconv.Itoa(in.index) + "."
-	out, err := sjson.SetRawBytes(body, at+"content", v)
-	if err != nil {
-		return body, nil, "", "input write-back failed"
+		return nil, "", "input transform value has no chat message form"
 	}
 	if r := target.Get("role"); r.Str != in.role {
 		if role, ok = chatRole(r); !ok {
-			return body, nil, "", "input role has no chat message form"
-		}
-		if out, err = sjson.SetBytes(out, at+"role", role); err != nil {
-			return body, nil, "", "input write-back failed"
+			return nil, "", "input role has no chat message form"
 		}
 	}
-	return out, v, role, ""
+	return v, role, ""
 }
 
 // decodedBody is the answer's body as the points read it, and its length

@@ -51,17 +51,16 @@ func newJudgedInputs(max int) *judgedInputs {
 // part's members).
 func inputKey(role string, content gjson.Result) string {
 	h := sha256.New()
-	h.Write([]byte(role))
-	switch c, err := points.CanonicalJSON([]byte(content.Raw)); {
-	case content.Type == gjson.String:
+	h.Write(bytesOf(role))
+	if content.Type == gjson.String {
 		h.Write([]byte{0, 's'})
-		h.Write([]byte(content.Str))
-	case err == nil:
+		h.Write(bytesOf(content.Str))
+	} else if c, err := points.CanonicalJSON(bytesOf(content.Raw)); err == nil {
 		h.Write([]byte{0, 'c'})
 		h.Write(c)
-	default:
+	} else {
 		h.Write([]byte{0, 'r'})
-		h.Write(compact([]byte(content.Raw)))
+		h.Write(compact(bytesOf(content.Raw)))
 	}
 	var sum [sha256.Size]byte
 	return string(h.Sum(sum[:0]))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // maxSignatureBytes bounds one tool call's extra_content kept, and
@@ -97,43 +99,73 @@ func (g *signatures) put(sid, id, name string, extra []byte) {
 
 // attach gives each assistant tool call in body's messages that carries
 // no extra_content the one session sid kept for it; body is returned as it
-// is when there is none to give.
+// is when there is none to give. The history is read outside the lock,
+// only the look-ups under it, and rewritten in one rebuild.
 func (g *signatures) attach(sid string, body []byte) []byte {
 	if g.n.Load() == 0 {
 		return body
 	}
-	type put struct {
-		path, key string
-		v         []byte
+	type call struct {
+		msg, idx int
+		key      string
+		v        []byte
 	}
-	var puts []put
-	for i, m := range gjson.Get(view(body), "messages").Array() {
-		calls := m.Get("tool_calls")
-		if m.Get("role").Str != "assistant" || !calls.IsArray() {
-			continue
-		}
-		for j, c := range calls.Array() {
-			if !c.Get("extra_content").Exists() {
-				puts = append(puts, put{path: "messages." + strconv.Itoa(i) + ".tool_calls." + strconv.Itoa(j) + ".extra_content",
-					key: signatureKey(sid, c.Get("id").Str, c.Get("function.name").Str)})
+	var calls []call
+	i := 0
+	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
+		var role string
+		var tcs []byte
+		points.ForEachMember(m, func(name string, v []byte) bool {
+			switch name {
+			case "role":
+				role = gjson.Parse(view(v)).Str
+			case "tool_calls":
+				tcs = v
 			}
+			return true
+		})
+		if role == "assistant" {
+			j := 0
+			points.ForEachElement(tcs, func(c []byte) bool {
+				if r := gjson.Parse(view(c)); !r.Get("extra_content").Exists() {
+					calls = append(calls, call{msg: i, idx: j, key: signatureKey(sid, r.Get("id").Str, r.Get("function.name").Str)})
+				}
+				j++
+				return true
+			})
 		}
-	}
-	if len(puts) == 0 {
+		i++
+		return true
+	})
+	if len(calls) == 0 {
 		return body
 	}
+	byMsg := map[int][]call{}
 	g.mu.Lock()
-	for i := range puts {
-		puts[i].v, _ = g.m.get(puts[i].key)
+	for _, c := range calls {
+		if v, ok := g.m.get(c.key); ok {
+			c.v = v
+			byMsg[c.msg] = append(byMsg[c.msg], c)
+		}
 	}
 	g.mu.Unlock()
-	for _, p := range puts {
-		if p.v == nil {
-			continue
-		}
-		if b, err := sjson.SetRawBytes(body, p.path, p.v); err == nil {
-			body = b
-		}
+	if len(byMsg) == 0 {
+		return body
 	}
-	return body
+	out, err := editMessages(body, func(i int, m []byte) ([]byte, error) {
+		cs, ok := byMsg[i]
+		if !ok {
+			return nil, nil
+		}
+		for _, c := range cs {
+			if b, err := sjson.SetRawBytes(m, "tool_calls."+strconv.Itoa(c.idx)+".extra_content", c.v); err == nil {
+				m = b
+			}
+		}
+		return m, nil
+	})
+	if err != nil {
+		return body
+	}
+	return out
 }
