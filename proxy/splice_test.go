@@ -8,8 +8,6 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
-
-	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // editMessages gives what one sjson write per edited message gives, for
@@ -80,5 +78,4 @@ func BenchmarkInputReplayHistory(b *testing.B) {
 			b.Fatal(resp.StatusCode)
 		}
 	}
-	_ = points.Input
 }
