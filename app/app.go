@@ -212,6 +212,16 @@ func (a *App) Reload() error {
 		a.opts.OnReload(err == nil, err)
 	}
 	if err != nil {
+		// Each problem on a line of its own, as at startup: joined, a few
+		// of them pass the log's bound on one string and read as elided.
+		var ps *config.Problems
+		if errors.As(err, &ps) && len(ps.List) > 0 {
+			for _, pr := range ps.List {
+				a.log.Error("config problem", "file", ps.File, "line", pr.Line, "key", pr.Path, "problem", pr.Msg)
+			}
+			a.log.Error("config reload refused; the previous config stays in force", "file", ps.File, "problems", len(ps.List))
+			return err
+		}
 		a.log.Error("config reload refused; the previous config stays in force", "error", err.Error())
 		return err
 	}
