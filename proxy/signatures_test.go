@@ -17,13 +17,7 @@ import (
 // whose history carries a call without its signature.
 func geminiUpstream(t *testing.T, stream bool) (*httptest.Server, func() []string) {
 	const sig = `{"google":{"thought_signature":"Cq0CAb4+9vs="}}`
-	var mu sync.Mutex
-	var got []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
+	return recordingUpstream(t, func(w http.ResponseWriter, b []byte, _ int) {
 		for _, m := range gjson.GetBytes(b, "messages").Array() {
 			for _, c := range m.Get("tool_calls").Array() {
 				if c.Get("extra_content").Raw != sig {
@@ -48,9 +42,7 @@ func geminiUpstream(t *testing.T, stream bool) (*httptest.Server, func() []strin
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"g","object":"chat.completion","created":1,"model":"gemini-3","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[`+call+`]},"finish_reason":"tool_calls"}]}`)
-	}))
-	t.Cleanup(srv.Close)
-	return srv, func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
+	})
 }
 
 // A Gemini tool loop works through the proxy: the thought signature the
@@ -150,13 +142,7 @@ func TestThoughtSignatureStaysInItsSession(t *testing.T) {
 // Gemini signs only the first call of a parallel set and checks it there.
 func TestWithheldCallKeepsItsPlace(t *testing.T) {
 	const sig = `{"google":{"thought_signature":"FIRST"}}`
-	var mu sync.Mutex
-	var got []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
+	up, got := recordingUpstream(t, func(w http.ResponseWriter, b []byte, _ int) {
 		w.Header().Set("Content-Type", "application/json")
 		msgs := gjson.GetBytes(b, "messages").Array()
 		if msgs[len(msgs)-1].Get("role").Str == "tool" {
@@ -166,8 +152,7 @@ func TestWithheldCallKeepsItsPlace(t *testing.T) {
 		_, _ = io.WriteString(w, `{"id":"g","object":"chat.completion","created":1,"model":"gemini-3","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[`+
 			`{"extra_content":`+sig+`,"function":{"arguments":"{\"city\":\"Paris\"}","name":"get_weather"},"id":"fc-1","type":"function"},`+
 			`{"function":{"arguments":"{}","name":"get_time"},"id":"fc-2","type":"function"}]},"finish_reason":"tool_calls"}]}`)
-	}))
-	t.Cleanup(up.Close)
+	})
 	p := seamProxy(t, up.URL, denyTool("get_weather"))
 	hdr := []string{"X-Agent-Hooks-Session", "w1"}
 	resp, body := post(t, p.URL, `{"model":"gemini-3","messages":[{"role":"user","content":"weather and time?"}]}`, hdr...)
@@ -178,10 +163,9 @@ func TestWithheldCallKeepsItsPlace(t *testing.T) {
 	if resp, body = post(t, p.URL, follow, hdr...); resp.StatusCode != 200 {
 		t.Fatalf("follow-up: %d %s", resp.StatusCode, body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	calls := gjson.Get(got[len(got)-1], "messages.1.tool_calls").Array()
-	if len(calls) != 2 || calls[0].Get("id").Str != "fc-1" || calls[0].Get("extra_content").Raw != sig || calls[1].Get("id").Str != "fc-2" {
-		t.Fatalf("upstream got tool calls %s, want fc-1 (signed) then fc-2", gjson.Get(got[len(got)-1], "messages.1.tool_calls").Raw)
+	reqs := got()
+	last := gjson.Get(reqs[len(reqs)-1], "messages.1.tool_calls")
+	if calls := last.Array(); len(calls) != 2 || calls[0].Get("id").Str != "fc-1" || calls[0].Get("extra_content").Raw != sig || calls[1].Get("id").Str != "fc-2" {
+		t.Fatalf("upstream got tool calls %s, want fc-1 (signed) then fc-2", last.Raw)
 	}
 }

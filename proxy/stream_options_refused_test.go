@@ -3,9 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -17,13 +15,7 @@ import (
 // asks for usage itself is still passed on as it asked, and an unrelated
 // 400 is relayed as it came.
 func TestStreamOptionsRefusedFallsBack(t *testing.T) {
-	var mu sync.Mutex
-	var got []string
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		got = append(got, string(b))
-		mu.Unlock()
+	up, calls := recordingUpstream(t, func(w http.ResponseWriter, b []byte, _ int) {
 		switch {
 		case strings.Contains(string(b), "bad temperature"):
 			w.WriteHeader(http.StatusBadRequest)
@@ -35,10 +27,8 @@ func TestStreamOptionsRefusedFallsBack(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, textStream)
 		}
-	}))
-	t.Cleanup(up.Close)
+	})
 	p := newProxy(t, up.URL, allowAll())
-	calls := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), got...) }
 
 	resp, body := post(t, p.URL, helloStream)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), " is safe.") {
@@ -62,25 +52,16 @@ func TestStreamOptionsRefusedFallsBack(t *testing.T) {
 }
 
 func TestUnrelatedRefusalIsRelayed(t *testing.T) {
-	var mu sync.Mutex
-	n := 0
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.ReadAll(r.Body)
-		mu.Lock()
-		n++
-		mu.Unlock()
+	up, got := recordingUpstream(t, func(w http.ResponseWriter, _ []byte, _ int) {
 		w.WriteHeader(http.StatusBadRequest)
 		_, _ = io.WriteString(w, `{"error":{"message":"temperature out of range","type":"invalid_request_error"}}`)
-	}))
-	t.Cleanup(up.Close)
+	})
 	p := newProxy(t, up.URL, allowAll())
 	resp, body := post(t, p.URL, helloStream)
 	if resp.StatusCode != http.StatusBadRequest || gjson.GetBytes(body, "error.message").Str != "temperature out of range" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if n != 1 {
+	if n := len(got()); n != 1 {
 		t.Fatalf("%d upstream calls, want 1", n)
 	}
 }

@@ -119,14 +119,7 @@ func TestToolCallWithoutIDGetsOne(t *testing.T) {
 	} {
 		for _, seam := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/seam=%v", tc.name, seam), func(t *testing.T) {
-				var mu sync.Mutex
-				var reqs []string
-				up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					b, _ := io.ReadAll(r.Body)
-					mu.Lock()
-					reqs = append(reqs, string(b))
-					n := len(reqs)
-					mu.Unlock()
+				up, reqs := recordingUpstream(t, func(w http.ResponseWriter, _ []byte, n int) {
 					switch {
 					case n > 1:
 						w.Header().Set("Content-Type", "application/json")
@@ -138,8 +131,7 @@ func TestToolCallWithoutIDGetsOne(t *testing.T) {
 						w.Header().Set("Content-Type", "application/json")
 						_, _ = io.WriteString(w, tc.answer)
 					}
-				}))
-				defer up.Close()
+				})
 				ids := &preToolIDs{}
 				bindings := []points.Binding{allowAll()}
 				if seam {
@@ -154,10 +146,7 @@ func TestToolCallWithoutIDGetsOne(t *testing.T) {
 				if resp.StatusCode != http.StatusOK {
 					t.Fatalf("status %d: %s", resp.StatusCode, body)
 				}
-				mu.Lock()
-				calls := len(reqs)
-				mu.Unlock()
-				if calls != 1 {
+				if calls := len(reqs()); calls != 1 {
 					t.Fatalf("%d upstream calls, want 1 (the proxy must not continue on its own)", calls)
 				}
 				got := clientCallIDs(t, body, tc.stream)
