@@ -611,6 +611,14 @@ func addEdit(edits map[int]inputVerdict, i int, iv inputVerdict) map[int]inputVe
 // the verdict made of it; one another session's verdict changed, or whose
 // verdict was too large to keep, is judged again.
 func (rn *run) replayInputs(ctx context.Context, msgs []gjson.Result, judged []int, edits map[int]inputVerdict) (map[int]inputVerdict, bool) {
+	// Judged again once per distinct message, whatever the copies, and no
+	// more of them than a turn may open with: a history repeating another
+	// session's changed message must not buy an emission per copy.
+	type again struct {
+		iv          inputVerdict
+		transformed bool
+	}
+	var agains map[string]again
 	for i, m := range msgs {
 		role := m.Get("role").Str
 		if (role != "user" && role != "system" && role != "developer") || slices.Contains(judged, i) {
@@ -623,17 +631,30 @@ func (rn *run) replayInputs(ctx context.Context, msgs []gjson.Result, judged []i
 		if !ok {
 			// Changed in another session, or too large to keep: judged
 			// here and now.
-			in := turnInput{index: i, role: "user"}
-			if role != "user" {
-				in.role = "system"
+			k := inputKey(role, m.Get("content"))
+			a, seen := agains[k]
+			if !seen {
+				if len(agains)+len(judged) >= maxTurnInputs {
+					rn.blocked(rn.em.EmitHostDeny(ctx, rn.sess.ps, points.InputEvent([]byte(orNull(m.Get("content").Raw)), "user"), points.ReasonAdapterUnsupported,
+						"request carries more messages to judge again than one request judges ("+strconv.Itoa(maxTurnInputs)+")"))
+					return nil, false
+				}
+				in := turnInput{index: i, role: "user"}
+				if role != "user" {
+					in.role = "system"
+				}
+				if a.iv, a.transformed, ok = rn.judgeInput(ctx, msgs, in); !ok {
+					return nil, false
+				}
+				if agains == nil {
+					agains = map[string]again{}
+				}
+				agains[k] = a
 			}
-			var transformed bool
-			if iv, transformed, ok = rn.judgeInput(ctx, msgs, in); !ok {
-				return nil, false
-			}
-			if !transformed {
+			if !a.transformed {
 				continue
 			}
+			iv = a.iv
 		}
 		edits = addEdit(edits, i, iv)
 	}
@@ -917,7 +938,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	}
 	upStart := time.Now()
 	resp, err := s.client.Do(out)
-	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) && !bodyGet(body, "stream_options").Exists() {
 		resp, upStart, err = rn.withoutStreamOptions(uctx, resp, upStart, body, stream)
 	}
 	if errors.Is(err, errBuildRequest) {
@@ -1278,13 +1299,14 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 var errBuildRequest = errors.New("proxy: could not build upstream request")
 
 // withoutStreamOptions looks at a 400 or 422 to a streamed request the
-// proxy added stream_options to: when the upstream names it (some strict
-// OpenAI-compatible servers refuse it), the request is sent once more as
-// the client wrote it (plain, with the signatures), and the upstream is
-// not sent stream_options again until the process restarts; such a
-// stream then carries no usage, which a token budget with require_usage
-// refuses. Any other refusal is returned to be relayed whole. Apart from
-// modelTurn so that its frames are on the stack only in that case.
+// proxy added stream_options to (the client sent none): when the upstream
+// names it (some strict OpenAI-compatible servers refuse it), the request
+// is sent once more as the client wrote it (plain, with the signatures),
+// and when that one is answered, the upstream is not sent stream_options
+// again until the process restarts; such a stream then carries no usage,
+// which a token budget with require_usage refuses. Any other refusal is
+// returned to be relayed whole. Apart from modelTurn so that its frames
+// are on the stack only in that case.
 func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, upStart time.Time, plain []byte, stream bool) (*http.Response, time.Time, error) {
 	s := rn.s
 	peek, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -1296,16 +1318,20 @@ func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, up
 		return resp, upStart, nil
 	}
 	resp.Body.Close()
-	s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
-	if s.noStreamOptions.CompareAndSwap(false, true) {
-		s.log.Warn("upstream refused stream_options; streams are sent without it from now on, and carry no usage unless the client asks", "status", resp.StatusCode)
-	}
+	status := resp.StatusCode
+	s.opts.Metrics.UpstreamRequest(status, stream, time.Since(upStart))
 	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(rn.sess.ps.ID(), plain))
 	if err != nil {
 		return nil, time.Time{}, errBuildRequest
 	}
 	upStart = time.Now()
 	resp, err = s.client.Do(out)
+	// Only an answer to the request without it shows the upstream refuses
+	// stream_options (an error that merely echoed the body fails again):
+	// then it is left out from now on, for every session.
+	if err == nil && resp.StatusCode >= 200 && resp.StatusCode <= 299 && s.noStreamOptions.CompareAndSwap(false, true) {
+		s.log.Warn("upstream refused stream_options; streams are sent without it from now on, and carry no usage unless the client asks", "status", status)
+	}
 	return resp, upStart, err
 }
 

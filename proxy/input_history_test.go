@@ -1,7 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -165,5 +168,47 @@ func TestInputKeySpelling(t *testing.T) {
 	}
 	if inputKey("user", gjson.Parse(`"x"`)) == inputKey("system", gjson.Parse(`"x"`)) {
 		t.Error("the role is not in the key")
+	}
+}
+
+// A history that repeats a message another session's verdict changed has
+// it judged again once, whatever the copies, and no request judges more
+// messages than a turn may open with.
+func TestInputJudgedAgainOncePerMessage(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	mask := maskInput("[masked]")
+	maskA := at(points.Input, "mask-a", func(c *points.Context) (points.Verdict, error) {
+		if c.Get("session.id").Str != "a" {
+			return points.Allow(), nil
+		}
+		return mask.Interceptor.Intercept(context.Background(), c)
+	})
+	p := newProxy(t, up.URL, maskA, allowAll())
+	if resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"}]}`, "X-Agent-Hooks-Session", "a"); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	before := count(p.sink, points.Input)
+	copies := strings.Repeat(`{"role":"user","content":"my card SECRET123"},`, 2*maxTurnInputs)
+	body := `{"model":"m","messages":[` + copies + `{"role":"assistant","content":"ok"},{"role":"user","content":"next"}]}`
+	if resp, b := post(t, p.URL, body, "X-Agent-Hooks-Session", "b"); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if n := count(p.sink, points.Input) - before; n != 2 {
+		t.Fatalf("%d input emissions for one request, want 2 (the turn's message and the repeated one, once)", n)
+	}
+	// Distinct changed messages past the bound: refused, fail closed.
+	for i := range maxTurnInputs + 1 {
+		if resp, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"SECRET123 `+strconv.Itoa(i)+`"}]}`, "X-Agent-Hooks-Session", "a"); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	}
+	var msgs []string
+	for i := range maxTurnInputs + 1 {
+		msgs = append(msgs, `{"role":"user","content":"SECRET123 `+strconv.Itoa(i)+`"}`)
+	}
+	body = `{"model":"m","messages":[` + strings.Join(msgs, ",") + `,{"role":"assistant","content":"ok"},{"role":"user","content":"next"}]}`
+	resp, b := post(t, p.URL, body, "X-Agent-Hooks-Session", "b")
+	if resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(b), "SECRET123") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }

@@ -65,3 +65,39 @@ func TestUnrelatedRefusalIsRelayed(t *testing.T) {
 		t.Fatalf("%d upstream calls, want 1", n)
 	}
 }
+
+// The fallback is the upstream's refusal of stream_options, not a client's:
+// a client's own stream_options that the upstream refuses (a member inside
+// it), or an error that merely echoes the body, turns nothing off for the
+// other sessions, whose streams keep asking for usage.
+func TestClientStreamOptionsRefusalTurnsNothingOff(t *testing.T) {
+	up, got := recordingUpstream(t, func(w http.ResponseWriter, b []byte, _ int) {
+		switch {
+		case gjson.GetBytes(b, "stream_options.bogus").Exists():
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"Unrecognized request argument supplied: stream_options.bogus","type":"invalid_request_error"}}`)
+		case strings.Contains(string(b), "echo me"):
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"detail":[{"msg":"bad","input":`+string(b)+`}]}`)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, textStream)
+		}
+	})
+	p := newProxy(t, up.URL, allowAll())
+	for _, bad := range []string{
+		`{"model":"m","stream":true,"stream_options":{"include_usage":false,"bogus":1},"messages":[{"role":"user","content":"Hi"}]}`,
+		`{"model":"m","stream":true,"messages":[{"role":"user","content":"echo me"}]}`,
+	} {
+		if resp, body := post(t, p.URL, bad, "X-Agent-Hooks-Session", "a"); resp.StatusCode < 400 {
+			t.Fatalf("bad request answered %d %s", resp.StatusCode, body)
+		}
+	}
+	if resp, body := post(t, p.URL, helloStream, "X-Agent-Hooks-Session", "b"); resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	reqs := got()
+	if last := reqs[len(reqs)-1]; !strings.Contains(last, `"include_usage":true`) || p.srv.noStreamOptions.Load() {
+		t.Fatalf("another session's refusal turned stream_options off: %s", last)
+	}
+}
