@@ -249,7 +249,7 @@ func r2seqOK(rs []r2rec) bool {
 
 // r2up is the scripted upstream plus failure modes chosen by tags in the
 // last message: [slow=MS] [slowfirst=MS] [big=N,chunk=C] [bigkey=N,chunk=C]
-// [reset] [nonchunk] [nodone] [streamerror] [custom] [json500] [badjson].
+// [reset] [nonchunk] [nodone] [nofinish] [streamerror] [custom] [json500] [badjson].
 type r2up struct {
 	sc        *scripted.Server
 	Requests  atomic.Int64
@@ -264,7 +264,7 @@ func newR2up(extra ...scripted.Rule) *r2up {
 	return &r2up{sc: scripted.New(rs...), seen: map[string]int{}}
 }
 
-var r2tag = regexp.MustCompile(`\[(slow|slowfirst|big|bigkey|reset|nonchunk|extraevent|nodone|streamerror|custom|json500|badjson|bigerr)(?:=([0-9,=a-z]+))?\]`)
+var r2tag = regexp.MustCompile(`\[(slow|slowfirst|big|bigkey|reset|nonchunk|extraevent|nodone|nofinish|streamerror|custom|json500|badjson|bigerr)(?:=([0-9,=a-z]+))?\]`)
 
 func (u *r2up) Bodies() [][]byte {
 	u.mu.Lock()
@@ -332,6 +332,9 @@ func (u *r2up) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case "nodone":
 			r2sse(w, stream, []string{r2chunk(`{"role":"assistant","content":"hi"}`, ""), r2chunk(`{}`, "stop")})
+			return
+		case "nofinish":
+			r2sse(w, stream, []string{r2chunk(`{"role":"assistant","content":"hi"}`, "")})
 			return
 		case "streamerror":
 			r2sse(w, stream, []string{r2chunk(`{"role":"assistant","content":"hi"}`, ""), `{"error":{"message":"the model is overloaded","type":"server_error","param":null,"code":"overloaded"}}`})
@@ -1077,10 +1080,15 @@ func TestR2FailureAnswers(t *testing.T) {
 		{"deny_output_stream", "leak it", true, 403, "secret_in_output", "post_model_call"},
 		{"stream_reset", "tell me [reset]", true, 502, "upstream_stream_incomplete", ""},
 		{"stream_nonchunk", "tell me [nonchunk]", true, 502, "upstream_invalid_response", ""},
-		{"stream_nodone", "tell me [nodone]", true, 502, "upstream_stream_incomplete", ""},
+		// Closed cleanly after its finish_reason without [DONE] (ik_llama.cpp,
+		// older llama.cpp and TGI): complete. Closed before it: not.
+		{"stream_nodone_after_finish", "tell me [nodone]", true, 0, "", "post_model_call"},
+		{"stream_cut_before_finish", "tell me [nofinish]", true, 502, "upstream_stream_incomplete", ""},
 		{"stream_error_event", "tell me [streamerror]", true, 502, "overloaded", ""},
 		{"stream_custom_tool", "tell me [custom]", true, 503, "host_error:adapter_unsupported", "post_model_call/deny:host_error:adapter_unsupported"},
-		{"json_duplicate_member", "tell me [badjson]", false, 502, "upstream_invalid_response", ""},
+		// Outside the value domain: the upstream's error on the wire, and
+		// the §10.3 record of the projection failure.
+		{"json_duplicate_member", "tell me [badjson]", false, 502, "upstream_invalid_response", "post_model_call/deny:host_error:context_invalid"},
 		{"json_upstream_500", "tell me [json500]", false, 500, "boom", ""},
 		{"stream_upstream_500", "tell me [json500]", true, 500, "boom", ""},
 		{"json_upstream_400_200KiB", "tell me [bigerr]", false, 400, "too_big", ""},
@@ -1119,7 +1127,7 @@ func TestR2FailureAnswers(t *testing.T) {
 						hasPost = p
 					}
 				}
-				if tc.postModel == "" && hasPost != "" || tc.postModel != "" && !strings.HasPrefix(hasPost, "post_model_call") {
+				if tc.postModel == "" && hasPost != "" || tc.postModel != "" && !strings.HasPrefix(hasPost, tc.postModel) {
 					t.Errorf("post_model_call record %q, want %q: %v", hasPost, tc.postModel, pts)
 				}
 			})

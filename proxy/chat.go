@@ -958,16 +958,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		return false
 	}
 	defer resp.Body.Close()
-	// The upstream's own request id, for a support ticket, whatever the
-	// answer turns out to be: one header line listing every upstream
-	// call's id in order, the proxy's own continuations included (a
-	// client that reads one line of a repeated header would miss some).
-	if id := resp.Header.Get("X-Request-Id"); id != "" {
-		if have := w.Header().Get("X-Upstream-Request-Id"); have != "" {
-			id = have + ", " + id
-		}
-		w.Header().Set("X-Upstream-Request-Id", id)
-	}
+	noteUpstreamID(w, resp)
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
 		// Not followed, and not passed on either: a client following its
 		// Location would send the prompt to another host unmediated, and
@@ -1295,6 +1286,20 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
 }
 
+// noteUpstreamID adds the upstream's own request id, for a support ticket,
+// whatever the answer turns out to be: one header line listing every
+// upstream call's id in order, the proxy's own continuations and retries
+// included (a client that reads one line of a repeated header would miss
+// some).
+func noteUpstreamID(w http.ResponseWriter, resp *http.Response) {
+	if id := resp.Header.Get("X-Request-Id"); id != "" {
+		if have := w.Header().Get("X-Upstream-Request-Id"); have != "" {
+			id = have + ", " + id
+		}
+		w.Header().Set("X-Upstream-Request-Id", id)
+	}
+}
+
 // errBuildRequest: the upstream request could not be built.
 var errBuildRequest = errors.New("proxy: could not build upstream request")
 
@@ -1317,6 +1322,7 @@ func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, up
 		}{io.MultiReader(bytes.NewReader(peek), resp.Body), resp.Body}
 		return resp, upStart, nil
 	}
+	noteUpstreamID(rn.w, resp)
 	resp.Body.Close()
 	status := resp.StatusCode
 	s.opts.Metrics.UpstreamRequest(status, stream, time.Since(upStart))

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -210,5 +211,34 @@ func TestInputJudgedAgainOncePerMessage(t *testing.T) {
 	resp, b := post(t, p.URL, body, "X-Agent-Hooks-Session", "b")
 	if resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(string(b), "SECRET123") {
 		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
+
+// A masked message the agent resends as text parts (the same text, another
+// shape) is no replay of the verdict, which was made for the string: it is
+// judged again, not passed unjudged.
+func TestInputChangedMessageResentAsParts(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	var mu sync.Mutex
+	var seen []string
+	probe := at(points.Input, "probe", func(c *points.Context) (points.Verdict, error) {
+		mu.Lock()
+		seen = append(seen, c.Get("input.content").Raw)
+		mu.Unlock()
+		return points.Allow(), nil
+	})
+	p := newProxy(t, up.URL, maskInput("[masked]"), probe, allowAll())
+	hdr := []string{"X-Agent-Hooks-Session", "s1"}
+	first := `{"model":"m","messages":[{"role":"user","content":"my card SECRET123"}]}`
+	second := `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"my card SECRET123"}]},{"role":"assistant","content":"ok"},{"role":"user","content":"thanks"}]}`
+	for _, b := range []string{first, second} {
+		if resp, body := post(t, p.URL, b, hdr...); resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 3 || !strings.Contains(seen[2], `"type":"text"`) && !strings.Contains(seen[1], `"type":"text"`) {
+		t.Fatalf("input saw %q, want the first message, then the parts message judged again beside thanks", seen)
 	}
 }

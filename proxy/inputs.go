@@ -26,8 +26,9 @@ import (
 type judgedInputs struct {
 	mu   sync.Mutex
 	sums *recent[inputVerdict] // by session and message
-	// changed holds the messages some session's verdict changed, by
-	// message alone: another session replaying one judges it again.
+	// changed holds the messages some session's verdict changed, by role
+	// and text (textKey): another session replaying one, or this one
+	// resending it in another shape, judges it again.
 	changed *recent[struct{}]
 	kept    int          // bytes of verdicted content held, within maxKeptBytes
 	n       atomic.Int64 // entries of changed: a request with none to match hashes nothing
@@ -66,11 +67,34 @@ func inputKey(role string, content gjson.Result) string {
 	return string(h.Sum(sum[:0]))
 }
 
+// textKey identifies a message by its role and text, whatever its shape:
+// the text of a string content, or of an array of text parts only (what
+// an agent may resend a string message as). Messages it cannot read as
+// text have their inputKey. It indexes which messages some verdict
+// changed, so that one resent in another shape is judged again.
+func textKey(role string, content gjson.Result) string {
+	if !content.IsArray() {
+		return inputKey(role, content)
+	}
+	var text []byte
+	textOnly := true
+	content.ForEach(func(_, p gjson.Result) bool {
+		t := p.Get("text")
+		textOnly = p.Get("type").Str == "text" && t.Type == gjson.String
+		text = append(text, t.Str...)
+		return textOnly
+	})
+	if !textOnly {
+		return inputKey(role, content)
+	}
+	return inputKey(role, gjson.Result{Type: gjson.String, Str: view(text)})
+}
+
 // remember records that, in session sid, the message of role with content
 // was changed by an input verdict to content v and chat role newRole (""
 // unchanged).
 func (j *judgedInputs) remember(sid, role string, content gjson.Result, v []byte, newRole string) {
-	k := inputKey(role, content)
+	k, tk := inputKey(role, content), textKey(role, content)
 	sk := sid + "\x00" + k
 	iv := inputVerdict{role: newRole}
 	j.mu.Lock()
@@ -84,11 +108,11 @@ func (j *judgedInputs) remember(sid, role string, content gjson.Result, v []byte
 		j.kept += len(v)
 	}
 	j.sums.put(sk, iv)
-	if _, ok := j.changed.get(k); ok {
-		j.changed.del(k)
+	if _, ok := j.changed.get(tk); ok {
+		j.changed.del(tk)
 		j.n.Add(-1)
 	}
-	j.changed.put(k, struct{}{})
+	j.changed.put(tk, struct{}{})
 	j.n.Add(1)
 }
 
@@ -100,10 +124,10 @@ func (j *judgedInputs) lookup(sid, role string, content gjson.Result) (iv inputV
 	if j.n.Load() == 0 {
 		return inputVerdict{}, false, false
 	}
-	k := inputKey(role, content)
+	k, tk := inputKey(role, content), textKey(role, content)
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, changed = j.changed.get(k); !changed {
+	if _, changed = j.changed.get(tk); !changed {
 		return inputVerdict{}, false, false
 	}
 	iv, ok = j.sums.get(sid + "\x00" + k)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -99,5 +100,28 @@ func TestClientStreamOptionsRefusalTurnsNothingOff(t *testing.T) {
 	reqs := got()
 	if last := reqs[len(reqs)-1]; !strings.Contains(last, `"include_usage":true`) || p.srv.noStreamOptions.Load() {
 		t.Fatalf("another session's refusal turned stream_options off: %s", last)
+	}
+}
+
+// The refused call reached the upstream too: its id is on the
+// X-Upstream-Request-Id line before the retry's.
+func TestStreamOptionsRetryKeepsBothUpstreamIDs(t *testing.T) {
+	up, calls := recordingUpstream(t, func(w http.ResponseWriter, b []byte, n int) {
+		w.Header().Set("X-Request-Id", "up-"+strconv.Itoa(n))
+		if gjson.GetBytes(b, "stream_options").Exists() {
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = io.WriteString(w, `{"object":"error","message":"body -> stream_options: Extra inputs are not permitted"}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, textStream)
+	})
+	p := newProxy(t, up.URL, allowAll())
+	resp, body := post(t, p.URL, helloStream)
+	if resp.StatusCode != 200 || len(calls()) != 2 {
+		t.Fatalf("%d %s (%d upstream calls)", resp.StatusCode, body, len(calls()))
+	}
+	if got := resp.Header.Get("X-Upstream-Request-Id"); got != "up-1, up-2" {
+		t.Fatalf("X-Upstream-Request-Id %q, want %q", got, "up-1, up-2")
 	}
 }
