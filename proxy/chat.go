@@ -897,64 +897,14 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if !ok {
 		return false
 	}
-	s, sess, w := rn.s, rn.sess, rn.w
+	s, w := rn.s, rn.w
 	body = mc.body
 	var err error
 	uctx, cancel := context.WithTimeout(ctx, s.opts.UpstreamTimeout)
 	defer cancel()
 	stream := bodyGet(body, "stream").Bool()
-	upBody, forced := body, false
-	if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True && s.noStreamOptions.Load() {
-		t.omitUsage = true // an upstream that refused stream_options is not sent it again
-	} else if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True {
-		// A stream carries usage only when asked for it, and the points
-		// (token budgets, rules over usage) need it as a JSON answer has
-		// it. The usage chunk is left out of what the client gets. Only
-		// the JSON boolean true asks: a 1 or "true" that gjson reads as
-		// truthy is, to an upstream that reads a boolean, not a request.
-		b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
-		if err != nil {
-			// stream_options is not an object ([]): replaced whole, as
-			// a string or null already is.
-			b, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`))
-		}
-		if err == nil {
-			upBody, forced = b, true
-		}
-		// The client did not ask: whatever the upstream was sent, the
-		// usage chunk and "usage" members stay out of its stream.
-		t.omitUsage = true
-	}
-	upBody = s.signatures.attach(sess.ps.ID(), upBody)
-	// An errored model call (no answer, an error status, an error inside
-	// the stream) has no post_model_call: §12.1, there is no response to
-	// evaluate and post_model_call is not the vehicle for the provider's
-	// error. Nothing of it is released; the error is answered as such.
-	out, err := s.upstreamRequest(uctx, rn.r, upBody)
-	if err != nil {
-		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
-		rn.end("error", false)
-		return false
-	}
-	upStart := time.Now()
-	resp, err := s.client.Do(out)
-	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) && !bodyGet(body, "stream_options").Exists() {
-		resp, upStart, err = rn.withoutStreamOptions(uctx, resp, upStart, body, stream)
-	}
-	if errors.Is(err, errBuildRequest) {
-		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
-		rn.end("error", false)
-		return false
-	}
-	if err != nil {
-		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
-		if ctx.Err() != nil {
-			rn.cancelled() // the client went away, or the server is closing
-			return false
-		}
-		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", errors.Unwrap(err))
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
-		rn.upstreamFailed()
+	resp, upStart, ok := rn.callUpstream(ctx, uctx, body, t, stream)
+	if !ok {
 		return false
 	}
 	defer resp.Body.Close()
@@ -1286,6 +1236,70 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
 }
 
+// callUpstream makes the model call of modelTurn: the body as the points
+// left it, with the usage chunk asked for on a stream and the upstream's
+// thought signatures put back; false when the request was answered (the
+// call failed). Apart from modelTurn so that its frame, which is on the
+// stack while pre_model_call runs and while a stream is held, stays small.
+func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, stream bool) (*http.Response, time.Time, bool) {
+	s, sess, w := rn.s, rn.sess, rn.w
+	upBody, forced := body, false
+	if stream && bodyGet(body, "stream_options.include_usage").Type != gjson.True {
+		// The client did not ask: whatever the upstream is sent, the
+		// usage chunk and "usage" members stay out of its stream.
+		t.omitUsage = true
+		// A stream carries usage only when asked for it, and the points
+		// (token budgets, rules over usage) need it as a JSON answer has
+		// it. Only the JSON boolean true asks: a 1 or "true" that gjson
+		// reads as truthy is, to an upstream that reads a boolean, not a
+		// request. An upstream that refused it is not sent it again.
+		if !s.noStreamOptions.Load() {
+			b, err := sjson.SetBytes(body, "stream_options.include_usage", true)
+			if err != nil {
+				// stream_options is not an object ([]): replaced whole, as
+				// a string or null already is.
+				b, err = sjson.SetRawBytes(body, "stream_options", []byte(`{"include_usage":true}`))
+			}
+			if err == nil {
+				upBody, forced = b, true
+			}
+		}
+	}
+	upBody = s.signatures.attach(sess.ps.ID(), upBody)
+	// An errored model call (no answer, an error status, an error inside
+	// the stream) has no post_model_call: §12.1, there is no response to
+	// evaluate and post_model_call is not the vehicle for the provider's
+	// error. Nothing of it is released; the error is answered as such.
+	out, err := s.upstreamRequest(uctx, rn.r, upBody)
+	if err != nil {
+		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
+		rn.end("error", false)
+		return nil, time.Time{}, false
+	}
+	upStart := time.Now()
+	resp, err := s.client.Do(out)
+	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
+		resp, upStart, err = rn.withoutStreamOptions(uctx, resp, upStart, body, stream)
+	}
+	if errors.Is(err, errBuildRequest) {
+		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
+		rn.end("error", false)
+		return nil, time.Time{}, false
+	}
+	if err != nil {
+		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
+		if ctx.Err() != nil {
+			rn.cancelled() // the client went away, or the server is closing
+			return nil, time.Time{}, false
+		}
+		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", errors.Unwrap(err))
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
+		rn.upstreamFailed()
+		return nil, time.Time{}, false
+	}
+	return resp, upStart, true
+}
+
 // noteUpstreamID adds the upstream's own request id, for a support ticket,
 // whatever the answer turns out to be: one header line listing every
 // upstream call's id in order, the proxy's own continuations and retries
@@ -1314,6 +1328,9 @@ var errBuildRequest = errors.New("proxy: could not build upstream request")
 // are on the stack only in that case.
 func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, upStart time.Time, plain []byte, stream bool) (*http.Response, time.Time, error) {
 	s := rn.s
+	if bodyGet(plain, "stream_options").Exists() {
+		return resp, upStart, nil // the client's own: its refusal is the client's
+	}
 	peek, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if rerr != nil || !bytes.Contains(peek, []byte("stream_options")) {
 		resp.Body = struct {
