@@ -103,7 +103,11 @@ func (j *judgedInputs) remember(sid, role string, content gjson.Result, v []byte
 		j.kept -= len(old.content)
 		j.sums.del(sk)
 	}
-	if len(v) <= maxKeptVerdict && j.kept+len(v) <= maxKeptBytes {
+	if len(v) <= maxKeptVerdict {
+		// Past the byte bound the oldest verdicts go (judged again if
+		// they come back), not this one.
+		for j.kept+len(v) > maxKeptBytes && j.sums.dropOldest() {
+		}
 		iv.content = append([]byte(nil), v...)
 		j.kept += len(v)
 	}

@@ -50,3 +50,21 @@ func (r *recent[V]) get(k string) (V, bool) {
 }
 
 func (r *recent[V]) del(k string) { delete(r.m, k) }
+
+// dropOldest forgets the oldest entry, telling evicted, and reports
+// whether there was one: for owners that bound their entries' bytes too.
+func (r *recent[V]) dropOldest() bool {
+	for len(r.order) > 0 {
+		old := r.order[0]
+		r.order[0] = recentRef{}
+		r.order = r.order[1:]
+		if e, ok := r.m[old.key]; ok && e.gen == old.gen {
+			delete(r.m, old.key)
+			if r.evicted != nil {
+				r.evicted(e.v)
+			}
+			return true
+		}
+	}
+	return false
+}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -62,14 +63,15 @@ func pendingSignatures(completion []byte) []sigEntry {
 	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
 		x := c.Get("extra_content")
 		if id := c.Get("id").Str; x.IsObject() && id != "" && len(x.Raw) <= maxSignatureBytes {
-			out = append(out, sigEntry{id: id, name: c.Get("function.name").Str, extra: []byte(x.Raw)})
+			// Copies: the completion may sit in a buffer lent to the request.
+			out = append(out, sigEntry{id: strings.Clone(id), name: strings.Clone(c.Get("function.name").Str), extra: []byte(x.Raw)})
 		}
 		return true
 	})
 	return out
 }
 
-// find returns the entry for the call id of es, or nil.
+// findSig returns the entry of es for call id, or nil.
 func findSig(es []sigEntry, id string) *sigEntry {
 	for i := range es {
 		if es[i].id == id {
@@ -89,8 +91,9 @@ func (g *signatures) put(sid, id, name string, extra []byte) {
 		g.m.del(k)
 		g.n.Add(-1)
 	}
-	if g.kept+len(extra) > maxSignaturesBytes {
-		return
+	// Past the byte bound the oldest go, not the newest: a loop that is
+	// running needs its own calls' signatures.
+	for g.kept+len(extra) > maxSignaturesBytes && g.m.dropOldest() {
 	}
 	g.kept += len(extra)
 	g.m.put(k, extra)
