@@ -67,6 +67,16 @@ func inputKey(role string, content gjson.Result) string {
 	return string(h.Sum(sum[:0]))
 }
 
+// inputKeys returns a message's inputKey and textKey, hashing once when
+// they are the same (any content but an array).
+func inputKeys(role string, content gjson.Result) (k, tk string) {
+	k = inputKey(role, content)
+	if !content.IsArray() {
+		return k, k
+	}
+	return k, textKey(role, content)
+}
+
 // textKey identifies a message by its role and text, whatever its shape:
 // the text of a string content, or of an array of text parts only (what
 // an agent may resend a string message as). Messages it cannot read as
@@ -94,7 +104,7 @@ func textKey(role string, content gjson.Result) string {
 // was changed by an input verdict to content v and chat role newRole (""
 // unchanged).
 func (j *judgedInputs) remember(sid, role string, content gjson.Result, v []byte, newRole string) {
-	k, tk := inputKey(role, content), textKey(role, content)
+	k, tk := inputKeys(role, content)
 	sk := sid + "\x00" + k
 	iv := inputVerdict{role: newRole}
 	j.mu.Lock()
@@ -128,7 +138,7 @@ func (j *judgedInputs) lookup(sid, role string, content gjson.Result) (iv inputV
 	if j.n.Load() == 0 {
 		return inputVerdict{}, false, false
 	}
-	k, tk := inputKey(role, content), textKey(role, content)
+	k, tk := inputKeys(role, content)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, changed = j.changed.get(tk); !changed {

@@ -32,16 +32,26 @@ func (r *recent[V]) put(k string, v V) {
 	r.m[k] = recentEntry[V]{v: v, gen: r.gen}
 	r.order = append(r.order, recentRef{key: k, gen: r.gen})
 	for len(r.m) > r.max || len(r.order) > 2*r.max {
-		old := r.order[0]
-		r.order[0] = recentRef{}
-		r.order = r.order[1:]
-		if e, ok := r.m[old.key]; ok && e.gen == old.gen {
-			delete(r.m, old.key)
-			if r.evicted != nil {
-				r.evicted(e.v)
-			}
-		}
+		r.popRef()
 	}
+}
+
+// popRef takes the oldest ref off the order and forgets its entry if the
+// ref is still its own (not stale), telling evicted; it reports whether
+// it forgot one.
+func (r *recent[V]) popRef() bool {
+	old := r.order[0]
+	r.order[0] = recentRef{}
+	r.order = r.order[1:]
+	e, ok := r.m[old.key]
+	if !ok || e.gen != old.gen {
+		return false
+	}
+	delete(r.m, old.key)
+	if r.evicted != nil {
+		r.evicted(e.v)
+	}
+	return true
 }
 
 func (r *recent[V]) get(k string) (V, bool) {
@@ -55,14 +65,7 @@ func (r *recent[V]) del(k string) { delete(r.m, k) }
 // whether there was one: for owners that bound their entries' bytes too.
 func (r *recent[V]) dropOldest() bool {
 	for len(r.order) > 0 {
-		old := r.order[0]
-		r.order[0] = recentRef{}
-		r.order = r.order[1:]
-		if e, ok := r.m[old.key]; ok && e.gen == old.gen {
-			delete(r.m, old.key)
-			if r.evicted != nil {
-				r.evicted(e.v)
-			}
+		if r.popRef() {
 			return true
 		}
 	}
