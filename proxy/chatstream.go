@@ -454,7 +454,7 @@ func (s *ChatStream) AssembledSizeHint() int {
 	n := 512 + len(a.id) + len(a.model) + len(a.usage) + len(a.fprint) + len(a.tier)
 	for i := range a.choices {
 		c := &a.choices[i]
-		n += 128 + len(c.content) + len(c.refusal) + len(c.lpContent) + len(c.lpRefusal) + len(c.fn.name) + len(c.fn.args)
+		n += 128 + len(c.content) + len(c.parts) + len(c.tail) + len(c.refusal) + len(c.lpContent) + len(c.lpRefusal) + len(c.fn.name) + len(c.fn.args)
 		for _, t := range c.tools {
 			n += 96 + len(t.id) + len(t.name) + len(t.args)
 		}
@@ -520,6 +520,16 @@ type choiceAcc struct {
 	content, refusal []byte // escaped string contents
 	hasContent       bool
 	hasRefusal       bool
+	// parts: content given as an array of parts (Mistral's Magistral
+	// streams thinking parts, then text): the closed parts, comma-joined
+	// compact JSON; the last part is open in tail (its kind and escaped
+	// text) while the next delta may extend it. Once there are parts,
+	// string deltas are text parts and content is that array.
+	parts      []byte
+	tail       []byte
+	tailClosed string // a thinking part's "closed" (true, false) or ""
+	tailKind   partKind
+	hasParts   bool
 	finish           []byte // raw JSON string; nil is null
 	lpContent        []byte // comma-joined raw array elements
 	lpRefusal        []byte
@@ -906,6 +916,7 @@ func (c *choiceAcc) reset(i int) {
 	extras := c.extras[:0]
 	*c = choiceAcc{
 		index: i, content: c.content[:0], refusal: c.refusal[:0],
+		parts: c.parts[:0], tail: c.tail[:0],
 		lpContent: c.lpContent[:0], lpRefusal: c.lpRefusal[:0],
 		tools: tools, extras: extras, typed: -1,
 	}
@@ -1045,6 +1056,11 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 			}
 		case "content":
 			bit = cdContent
+			if v.IsArray() || c.hasParts {
+				a.cur.ok = false
+				reason = c.addParts(v)
+				break
+			}
 			reason = appendStringDelta(&c.content, &c.hasContent, v, "delta.content")
 			a.noteContent(c, v)
 		case "refusal":
@@ -1100,6 +1116,154 @@ func appendStringDelta(dst *[]byte, has *bool, v gjson.Result, name string) stri
 		return name + " is not a string"
 	}
 	return ""
+}
+
+// partKind is the kind of a choice's open content part: text and
+// thinking parts of plain text are extended by the next chunk's first part
+// of their kind, as Mistral's client merges them; any other part is kept
+// as it came.
+type partKind uint8
+
+const (
+	partNone partKind = iota
+	partText
+	partThinking
+)
+
+// addParts applies a delta.content of a choice whose content is parts: an
+// array of part objects, or a string (a text part), or null.
+func (c *choiceAcc) addParts(v gjson.Result) string {
+	switch {
+	case v.Type == gjson.Null:
+		return ""
+	case v.Type != gjson.String && !v.IsArray():
+		return "delta.content is not a string or an array"
+	}
+	if !c.hasParts {
+		// Text that came as strings before the first array is the
+		// first text part.
+		c.hasParts = true
+		c.parts, c.tail, c.tailKind, c.tailClosed = c.parts[:0], c.tail[:0], partNone, ""
+		if len(c.content) > 0 {
+			c.tailKind = partText
+			c.tail = append(c.tail, c.content...)
+		}
+		c.content, c.hasContent = c.content[:0], false
+	}
+	if v.Type == gjson.String {
+		if len(v.Raw) == 2 {
+			return "" // "" adds no text and keeps the open part open
+		}
+		c.addPart(partText, stringContents(v), "", "", true)
+		return ""
+	}
+	reason := ""
+	first := true
+	v.ForEach(func(_, p gjson.Result) bool {
+		if !p.IsObject() {
+			reason = "delta.content part is not an object"
+			return false
+		}
+		kind, text, closed := classifyPart(p)
+		c.addPart(kind, text, closed, p.Raw, first)
+		first = false
+		return true
+	})
+	return reason
+}
+
+// classifyPart tells a text part ({"type":"text","text":s}) and a thinking
+// part of one text ({"type":"thinking","thinking":[{"type":"text",
+// "text":s}]}, with a boolean "closed" or none) from any other, and gives
+// their text's escaped contents and the closed flag's raw value.
+func classifyPart(p gjson.Result) (kind partKind, text, closed string) {
+	var m [4]gjson.Result
+	if pickMembers(p, m[:], "type", "text", "thinking", "closed") != "" || hasOtherMembers(p, "type", "text", "thinking", "closed") {
+		return partNone, "", ""
+	}
+	typ, txt, thinking, cl := m[0], m[1], m[2], m[3]
+	if typ.Type != gjson.String {
+		return partNone, "", ""
+	}
+	switch {
+	case typ.Str == "text" && txt.Type == gjson.String && !thinking.Exists() && !cl.Exists():
+		return partText, stringContents(txt), ""
+	case typ.Str == "thinking" && !txt.Exists() && thinking.IsArray() && (!cl.Exists() || cl.IsBool()):
+		inner := thinking.Array()
+		if len(inner) != 1 || !inner[0].IsObject() {
+			return partNone, "", ""
+		}
+		if k, t, _ := classifyPart(inner[0]); k == partText {
+			return partThinking, t, cl.Raw
+		}
+	}
+	return partNone, "", ""
+}
+
+// addPart adds one part: text (escaped contents) of kind extends the open
+// part when merge is set and the kinds match (a thinking part's last
+// closed flag is kept); raw is kept as it came for a part of no mergeable
+// kind.
+func (c *choiceAcc) addPart(kind partKind, text, closed, raw string, merge bool) {
+	if merge && kind != partNone && kind == c.tailKind {
+		c.tail = append(c.tail, text...)
+		if closed != "" {
+			c.tailClosed = closed
+		}
+		return
+	}
+	c.closeTail()
+	if kind == partNone {
+		if len(c.parts) > 0 {
+			c.parts = append(c.parts, ',')
+		}
+		c.parts = appendCompact(c.parts, raw)
+		return
+	}
+	c.tailKind, c.tailClosed = kind, closed
+	c.tail = append(c.tail[:0], text...)
+}
+
+// closeTail moves the open part, if any, into parts.
+func (c *choiceAcc) closeTail() {
+	if c.tailKind == partNone {
+		return
+	}
+	if len(c.parts) > 0 {
+		c.parts = append(c.parts, ',')
+	}
+	c.parts = appendPart(c.parts, c.tailKind, c.tail, c.tailClosed)
+	c.tailKind, c.tail, c.tailClosed = partNone, c.tail[:0], ""
+}
+
+func appendPart(dst []byte, kind partKind, escaped []byte, closed string) []byte {
+	if kind == partThinking {
+		dst = append(dst, `{"type":"thinking","thinking":[{"type":"text","text":"`...)
+		dst = append(dst, escaped...)
+		dst = append(dst, `"}]`...)
+		if closed != "" {
+			dst = append(dst, `,"closed":`...)
+			dst = append(dst, closed...)
+		}
+		return append(dst, '}')
+	}
+	dst = append(dst, `{"type":"text","text":"`...)
+	dst = append(dst, escaped...)
+	return append(dst, `"}`...)
+}
+
+// appendParts writes the content parts, the open one last, without
+// closing it (assembly may be asked for again).
+func (c *choiceAcc) appendParts(dst []byte) []byte {
+	dst = append(dst, '[')
+	dst = append(dst, c.parts...)
+	if c.tailKind != partNone {
+		if len(c.parts) > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendPart(dst, c.tailKind, c.tail, c.tailClosed)
+	}
+	return append(dst, ']')
 }
 
 func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
@@ -1386,7 +1550,11 @@ func (c *choiceAcc) appendChoice(dst []byte) []byte {
 	dst = append(dst, `,"message":{"role":`...)
 	dst = appendOr(dst, c.role, `"assistant"`)
 	dst = append(dst, `,"content":`...)
-	dst = appendStringOrNull(dst, c.content, c.hasContent)
+	if c.hasParts {
+		dst = c.appendParts(dst)
+	} else {
+		dst = appendStringOrNull(dst, c.content, c.hasContent)
+	}
 	dst = append(dst, `,"refusal":`...)
 	dst = appendStringOrNull(dst, c.refusal, c.hasRefusal)
 	// Strings first, then other values: the order RederiveChatStream emits
@@ -1757,7 +1925,7 @@ func (rc *rdChoice) parseMessage(m gjson.Result) error {
 	return forEachKey(m, func(k, v gjson.Result) error {
 		switch k.Str {
 		case "role", "content", "refusal":
-			if !isType(v, true, gjson.String) {
+			if !isType(v, true, gjson.String) && !(k.Str == "content" && contentParts(v)) {
 				return errors.New("message." + k.Str + " is not a string")
 			}
 			switch k.Str {
@@ -1924,6 +2092,19 @@ func isHighSurrogate(hex string) bool {
 
 func stringContents(v gjson.Result) string { return v.Raw[1 : len(v.Raw)-1] }
 
+// contentParts reports whether v is an array of objects, content parts.
+func contentParts(v gjson.Result) bool {
+	if !v.IsArray() {
+		return false
+	}
+	ok := true
+	v.ForEach(func(_, p gjson.Result) bool {
+		ok = p.IsObject()
+		return ok
+	})
+	return ok
+}
+
 func (r *rederiver) choice(c *rdChoice) error {
 	r.choice0 = append(r.choice0[:0], `{"index":`...)
 	r.choice0 = appendIndex(r.choice0, c.index)
@@ -1960,6 +2141,18 @@ func (r *rederiver) choice(c *rdChoice) error {
 	}
 	if err := r.stringPieces(`"content"`, c.content, false); err != nil {
 		return err
+	}
+	if c.content.IsArray() {
+		// Content parts go out in one chunk, as they are: a client that
+		// merges parts across chunks assembles them as they were.
+		err := r.emit(func(b []byte) []byte {
+			b = append(b, `{"content":`...)
+			b = appendCompact(b, c.content.Raw)
+			return append(b, '}')
+		}, "null", "null")
+		if err != nil {
+			return err
+		}
 	}
 	if err := r.stringPieces(`"refusal"`, c.refusal, false); err != nil {
 		return err
