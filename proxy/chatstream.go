@@ -525,21 +525,21 @@ type choiceAcc struct {
 	// compact JSON; the last part is open in tail (its kind and escaped
 	// text) while the next delta may extend it. Once there are parts,
 	// string deltas are text parts and content is that array.
-	parts      []byte
-	tail       []byte
-	tailClosed string // a thinking part's "closed" (true, false) or ""
-	tailKind   partKind
-	hasParts   bool
-	finish           []byte // raw JSON string; nil is null
-	lpContent        []byte // comma-joined raw array elements
-	lpRefusal        []byte
-	hasLP            bool
-	hasLPContent     bool
-	hasLPRefusal     bool
-	fn               toolAcc // legacy function_call
-	hasFn            bool
-	tools            []toolAcc
-	extras           []extraAcc
+	parts        []byte
+	tail         []byte
+	tailClosed   string // a thinking part's "closed" (true, false) or ""
+	tailKind     partKind
+	hasParts     bool
+	finish       []byte // raw JSON string; nil is null
+	lpContent    []byte // comma-joined raw array elements
+	lpRefusal    []byte
+	hasLP        bool
+	hasLPContent bool
+	hasLPRefusal bool
+	fn           toolAcc // legacy function_call
+	hasFn        bool
+	tools        []toolAcc
+	extras       []extraAcc
 	// typed is the wire index of the tool call whose delta last carried a
 	// type, or -1: langchaingo appends every untyped delta to the call it
 	// opened last, whatever its index.
