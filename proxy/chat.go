@@ -21,6 +21,18 @@ import (
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
+// sigScope is where this request's kept tool-call members go and are
+// found (signatures).
+func (rn *run) sigScope() sigScope {
+	sc := sigScope{sid: rn.sess.ps.ID()}
+	// Only when there is something to keep or to find: the digest is
+	// not free, and most requests have neither.
+	if rn.sess.headerless && (len(rn.sigs) > 0 || rn.s.signatures.n.Load() > 0) {
+		sc.shared = headerlessScope(rn.r.Header, rn.sess.ps.Agent().ID)
+	}
+	return sc
+}
+
 // run carries one mediated request through its points.
 type run struct {
 	// sigs are the last answer's tool-call extra_content, kept once the
@@ -763,8 +775,8 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 			modified = modified || changed
 		}
 		if !rn.pol.st.TransparentToolSeam {
-			for _, e := range rn.sigs {
-				s.signatures.put(sess.ps.ID(), e.id, e.name, e.extra)
+			for i := range rn.sigs {
+				s.signatures.keep(rn.sigScope(), rn.sigs[i].id, rn.sigs[i].name, &rn.sigs[i])
 			}
 		} else {
 			history := map[string]bool{}
@@ -772,7 +784,7 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 			for _, id := range ids {
 				history[id] = true
 			}
-			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, rn.pol, sess, completion, history, rn.sigs)
+			out, kept, withheld, halt, lastDeny := s.releaseCalls(ctx, rn.pol, sess, completion, history, rn.sigs, rn.sigScope())
 			if halt != nil {
 				rn.blocked(*halt)
 				return nil, false
@@ -1265,7 +1277,7 @@ func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, str
 			}
 		}
 	}
-	upBody = s.signatures.attach(sess.ps.ID(), upBody)
+	upBody = s.signatures.attach(rn.sigScope(), upBody)
 	// An errored model call (no answer, an error status, an error inside
 	// the stream) has no post_model_call: §12.1, there is no response to
 	// evaluate and post_model_call is not the vehicle for the provider's
@@ -1343,7 +1355,7 @@ func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, up
 	resp.Body.Close()
 	status := resp.StatusCode
 	s.opts.Metrics.UpstreamRequest(status, stream, time.Since(upStart))
-	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(rn.sess.ps.ID(), plain))
+	out, err := s.upstreamRequest(ctx, rn.r, s.signatures.attach(rn.sigScope(), plain))
 	if err != nil {
 		return nil, time.Time{}, errBuildRequest
 	}
@@ -1446,12 +1458,13 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		v = viewCompletion(t.completion)
 		rewrote = true
 	}
+	// The upstream's extra_content (Gemini's thought signatures) and
+	// reasoning_content (DeepSeek's thinking) are kept for the requests
+	// that carry these calls back, under the ids they are released with;
+	// the client never gets them.
 	rn.sigs = nil
-	if v.toolExtras {
-		// The upstream's extra_content (Gemini's thought signatures) is
-		// kept for the requests that carry these calls back, under the
-		// ids they are released with; the client never gets it.
-		rn.sigs = pendingSignatures(t.completion)
+	if len(v.toolCalls) > 0 && (v.toolExtras || slices.Contains(v.unjudged, "reasoning_content")) {
+		rn.sigs = pendingSignatures(t.completion, v.toolExtras)
 	}
 	// Members no point judges never reach the client.
 	var stripped bool

@@ -131,7 +131,7 @@ func TestWithheldCallsKeepClones(t *testing.T) {
 	completion := []byte(`{"choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[` +
 		`{"id":"call_ok","type":"function","function":{"name":"get_weather","arguments":"{}"}},` +
 		`{"id":"call_rm","type":"function","function":{"name":"rm","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`)
-	_, kept, withheld, halt, _ := s.releaseCalls(t.Context(), s.pol.Load(), sess, completion, nil, nil)
+	_, kept, withheld, halt, _ := s.releaseCalls(t.Context(), s.pol.Load(), sess, completion, nil, nil, sigScope{})
 	if halt != nil || kept != 1 || len(withheld) != 1 || withheld[0] != "call_rm" {
 		t.Fatalf("kept %d, withheld %q, halt %v", kept, withheld, halt)
 	}

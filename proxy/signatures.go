@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"crypto/sha256"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,10 +14,12 @@ import (
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
-// maxSignatureBytes bounds one tool call's extra_content kept, and
+// maxSignatureBytes bounds one tool call's extra_content kept,
+// maxReasoningBytes one answer's reasoning_content, and
 // maxSignaturesBytes all of them.
 const (
 	maxSignatureBytes  = 64 << 10
+	maxReasoningBytes  = 1 << 20
 	maxSignaturesBytes = 32 << 20
 )
 
@@ -30,6 +34,11 @@ const (
 // numbers its calls per answer gives call_0 to many); a header-less run's
 // follow-ups are that run. Kept across reloads; the most recent max calls
 // are kept.
+//
+// The reasoning_content of an answer that made tool calls is kept the same
+// way, under each of its calls: DeepSeek's thinking mode refuses (400) a
+// request whose history carries such an answer without it, and no point
+// judges reasoning, so the client never gets it either.
 type signatures struct {
 	mu   sync.Mutex
 	m    *recent[[]byte]
@@ -46,29 +55,92 @@ func newSignatures(max int) *signatures {
 	return g
 }
 
-func signatureKey(sid, id, name string) string { return sid + "\x00" + id + "\x00" + name }
+func signatureKey(sid, id, name string) string { return "x\x00" + sid + "\x00" + id + "\x00" + name }
 
-// sigEntry is one tool call's extra_content as the upstream's answer
-// carried it, to be kept under the id the call is released with.
-type sigEntry struct {
-	id, name string
-	extra    []byte
+func reasoningKey(sid, id, name string) string { return "r\x00" + sid + "\x00" + id + "\x00" + name }
+
+// sigScope is where a request's kept members are looked for: its session,
+// and for a header-less run also shared, a digest of its credentials and
+// agent id. A header-less agent's next turn is another run, whose history
+// carries the earlier runs' calls: it finds their members under shared
+// with the call's id, name and arguments, so that only a request with the
+// same credentials that carries the very same call gets them.
+type sigScope struct{ sid, shared string }
+
+// sharedKey is the key under scope shared of a call's kept member (kind
+// "x" or "r").
+func sharedKey(kind, shared, id, name, args string) string {
+	h := sha256.Sum256([]byte(args))
+	return kind + "\x01" + shared + "\x00" + id + "\x00" + name + "\x00" + string(h[:16])
 }
 
-// pendingSignatures copies out the extra_content of each tool call of
-// choice 0 of a completion that has one: kept (put) once the calls' ids
-// are final, as the seam may release a call under a fresh id.
-func pendingSignatures(completion []byte) []sigEntry {
+// headerlessScope is the shared scope of a header-less run of agent with
+// request headers h.
+func headerlessScope(h http.Header, agent string) string {
+	d := sha256.New()
+	for _, k := range []string{"Authorization", "Api-Key", "X-Api-Key"} {
+		for _, v := range h.Values(k) {
+			d.Write([]byte(k + "\x00" + v + "\x00"))
+		}
+	}
+	d.Write([]byte("agent\x00" + agent))
+	return string(d.Sum(nil))
+}
+
+// sigEntry is one tool call's extra_content and its answer's
+// reasoning_content (raw JSON; either may be nil) as the upstream's answer
+// carried them, to be kept under the id the call is released with.
+type sigEntry struct {
+	id, name, args   string
+	extra, reasoning []byte
+}
+
+// pendingSignatures copies out, for each tool call of choice 0 of a
+// completion, its extra_content (when extras is set) and the message's
+// reasoning_content: kept (keep) once the calls' ids are final, as the
+// seam may release a call under a fresh id.
+func pendingSignatures(completion []byte, extras bool) []sigEntry {
 	var out []sigEntry
-	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
-		x := c.Get("extra_content")
-		if id := c.Get("id").Str; x.IsObject() && id != "" && len(x.Raw) <= maxSignatureBytes {
-			// Copies: the completion may sit in a buffer lent to the request.
-			out = append(out, sigEntry{id: strings.Clone(id), name: strings.Clone(c.Get("function.name").Str), extra: []byte(x.Raw)})
+	msg := gjson.Get(view(completion), "choices.0.message")
+	var reasoning []byte
+	if r := msg.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" && len(r.Raw) <= maxReasoningBytes {
+		// Copies: the completion may sit in a buffer lent to the request.
+		reasoning = []byte(r.Raw)
+	}
+	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
+		id := c.Get("id").Str
+		if id == "" {
+			return true
+		}
+		e := sigEntry{reasoning: reasoning}
+		if x := c.Get("extra_content"); extras && x.IsObject() && len(x.Raw) <= maxSignatureBytes {
+			e.extra = []byte(x.Raw)
+		}
+		if e.extra != nil || e.reasoning != nil {
+			e.id, e.name = strings.Clone(id), strings.Clone(c.Get("function.name").Str)
+			e.args = strings.Clone(c.Get("function.arguments").Str)
+			out = append(out, e)
 		}
 		return true
 	})
 	return out
+}
+
+// keep keeps, in scope sc, what e carries for the call id (name), the id
+// it is released with.
+func (g *signatures) keep(sc sigScope, id, name string, e *sigEntry) {
+	if e.extra != nil {
+		g.put(sc.sid, id, name, e.extra)
+		if sc.shared != "" {
+			g.putKey(sharedKey("x", sc.shared, id, name, e.args), e.extra)
+		}
+	}
+	if e.reasoning != nil {
+		g.putKey(reasoningKey(sc.sid, id, name), e.reasoning)
+		if sc.shared != "" {
+			g.putKey(sharedKey("r", sc.shared, id, name, e.args), e.reasoning)
+		}
+	}
 }
 
 // findSig returns the entry of es for call id, or nil.
@@ -83,7 +155,10 @@ func findSig(es []sigEntry, id string) *sigEntry {
 
 // put keeps, for session sid, extra for the call id (name).
 func (g *signatures) put(sid, id, name string, extra []byte) {
-	k := signatureKey(sid, id, name)
+	g.putKey(signatureKey(sid, id, name), extra)
+}
+
+func (g *signatures) putKey(k string, extra []byte) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if old, ok := g.m.get(k); ok {
@@ -101,16 +176,19 @@ func (g *signatures) put(sid, id, name string, extra []byte) {
 }
 
 // attach gives each assistant tool call in body's messages that carries
-// no extra_content the one session sid kept for it; body is returned as it
-// is when there is none to give. The history is read outside the lock,
-// only the look-ups under it, and rewritten in one rebuild.
-func (g *signatures) attach(sid string, body []byte) []byte {
+// no extra_content the one session sid kept for it, and each assistant
+// message with tool calls and no reasoning_content the one kept for its
+// calls; body is returned as it is when there is none to give. The
+// history is read outside the lock, only the look-ups under it, and
+// rewritten in one rebuild.
+func (g *signatures) attach(sc sigScope, body []byte) []byte {
+	sid := sc.sid
 	if g.n.Load() == 0 {
 		return body
 	}
 	type call struct {
-		msg, idx int
-		key      string
+		msg, idx int // idx -1: the message's reasoning_content
+		keys     []string
 		v        []byte
 	}
 	var calls []call
@@ -118,24 +196,44 @@ func (g *signatures) attach(sid string, body []byte) []byte {
 	points.ForEachElement(points.MemberValue(body, "messages"), func(m []byte) bool {
 		var role string
 		var tcs []byte
+		hasReasoning := false
 		points.ForEachMember(m, func(name string, v []byte) bool {
 			switch name {
 			case "role":
 				role = gjson.Parse(view(v)).Str
 			case "tool_calls":
 				tcs = v
+			case "reasoning_content":
+				hasReasoning = gjson.Parse(view(v)).Str != ""
 			}
 			return true
 		})
 		if role == "assistant" {
 			j := 0
+			var rkeys []string
 			points.ForEachElement(tcs, func(c []byte) bool {
-				if r := gjson.Parse(view(c)); !r.Get("extra_content").Exists() {
-					calls = append(calls, call{msg: i, idx: j, key: signatureKey(sid, r.Get("id").Str, r.Get("function.name").Str)})
+				r := gjson.Parse(view(c))
+				id, name := r.Get("id").Str, r.Get("function.name").Str
+				args := r.Get("function.arguments").Str
+				if !r.Get("extra_content").Exists() {
+					keys := []string{signatureKey(sid, id, name)}
+					if sc.shared != "" {
+						keys = append(keys, sharedKey("x", sc.shared, id, name, args))
+					}
+					calls = append(calls, call{msg: i, idx: j, keys: keys})
+				}
+				if !hasReasoning {
+					rkeys = append(rkeys, reasoningKey(sid, id, name))
+					if sc.shared != "" {
+						rkeys = append(rkeys, sharedKey("r", sc.shared, id, name, args))
+					}
 				}
 				j++
 				return true
 			})
+			if len(rkeys) > 0 {
+				calls = append(calls, call{msg: i, idx: -1, keys: rkeys})
+			}
 		}
 		i++
 		return true
@@ -146,9 +244,12 @@ func (g *signatures) attach(sid string, body []byte) []byte {
 	byMsg := map[int][]call{}
 	g.mu.Lock()
 	for _, c := range calls {
-		if v, ok := g.m.get(c.key); ok {
-			c.v = v
-			byMsg[c.msg] = append(byMsg[c.msg], c)
+		for _, k := range c.keys {
+			if v, ok := g.m.get(k); ok {
+				c.v = v
+				byMsg[c.msg] = append(byMsg[c.msg], c)
+				break
+			}
 		}
 	}
 	g.mu.Unlock()
@@ -161,7 +262,11 @@ func (g *signatures) attach(sid string, body []byte) []byte {
 			return nil, nil
 		}
 		for _, c := range cs {
-			if b, err := sjson.SetRawBytes(m, "tool_calls."+strconv.Itoa(c.idx)+".extra_content", c.v); err == nil {
+			path := "reasoning_content"
+			if c.idx >= 0 {
+				path = "tool_calls." + strconv.Itoa(c.idx) + ".extra_content"
+			}
+			if b, err := sjson.SetRawBytes(m, path, c.v); err == nil {
 				m = b
 			}
 		}

@@ -296,7 +296,7 @@ func contentIs(c gjson.Result, want string) bool {
 // calls withheld (remembered for splicing). It returns the rewritten
 // completion, how many calls remain, and a blocking result when the run
 // must halt (terminate posture).
-func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, completion []byte, history map[string]bool, sigs []sigEntry) ([]byte, int, []string, *points.Result, *points.Result) {
+func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, completion []byte, history map[string]bool, sigs []sigEntry, scope sigScope) ([]byte, int, []string, *points.Result, *points.Result) {
 	em := pol.em
 	calls := gjson.Get(view(completion), "choices.0.message.tool_calls").Array()
 	kept := make([]gjson.Result, 0, len(calls))
@@ -345,7 +345,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		if e := findSig(sigs, c.Get("id").Str); e != nil {
 			// Kept under the id the call goes out with, released or
 			// withheld (a withheld call is spliced back upstream).
-			s.signatures.put(sess.ps.ID(), id, name, e.extra)
+			s.signatures.keep(scope, id, name, e)
 		}
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
