@@ -1430,6 +1430,14 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "legacy function_call responses are not mediated"))
 		return false
 	}
+	// An answer whose text is only in a member the chat wire does not
+	// have (a choice's text, as the legacy completions API puts it, or a
+	// message in a stream's chunks) would be released empty once that
+	// member is removed: refused, rather than a silent empty answer.
+	if v.answerEmpty() && (v.answerElsewhere() || t.held != nil && t.held.cs.AnswerElsewhere()) {
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonAdapterUnsupported, "the answer's text is in members the chat wire does not have"))
+		return false
+	}
 	rewrote := false
 	if v.objectArgs && !v.badToolShape {
 		if t.completion, err = stringifyObjectArgs(t.completion); err != nil {

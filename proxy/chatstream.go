@@ -201,6 +201,12 @@ func (s *ChatStream) Unjudged() bool {
 	return false
 }
 
+// AnswerElsewhere reports whether a chunk's choice carried a message or a
+// text member (the shapes of a completion and of the legacy completions
+// API), which the assembled completion leaves out: where the completion
+// has no answer, the text may have been there.
+func (s *ChatStream) AnswerElsewhere() bool { return s.acc.elsewhere }
+
 // Done reports whether "data: [DONE]" has been seen.
 func (s *ChatStream) Done() bool { return s.done }
 
@@ -501,6 +507,9 @@ type chatAcc struct {
 	// given again): replayed as it came, a client could assemble text or
 	// a call other than the one judged, so it is re-derived (Unjudged).
 	irregular bool
+	// elsewhere: a choice carried a message or text member, which chunks
+	// do not have and the completion leaves out (AnswerElsewhere).
+	elsewhere bool
 	id        []byte
 	model     []byte
 	created   []byte
@@ -935,6 +944,11 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	}
 	if hasOtherMembers(v, "index", "delta", "finish_reason", "logprobs", "content_filter_results") {
 		a.unjudged = true
+		for _, n := range [...]string{"message", "text"} {
+			if m := v.Get(n); m.Exists() && m.Type != gjson.Null {
+				a.elsewhere = true
+			}
+		}
 	}
 	i := 0 // openai-go reads a missing index as 0
 	if !idx.Exists() {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -451,6 +452,25 @@ func isNull(raw []byte) bool { return raw == nil || string(raw) == "null" }
 // is null and refusal is a string. Points judge that text as the content.
 func (v *completionView) refusalAnswer() bool {
 	return isNull(v.content) && len(v.refusal) > 0 && v.refusal[0] == '"'
+}
+
+// answerEmpty reports whether the answer has no text, no refusal and no
+// tool calls.
+func (v *completionView) answerEmpty() bool {
+	return (isNull(v.content) || string(v.content) == `""` || string(v.content) == "[]") &&
+		!v.refusalAnswer() && len(v.toolCalls) == 0 && isNull(v.fnCall)
+}
+
+// answerElsewhere reports whether a member the chat wire does not have,
+// which is removed, may hold the answer's text: a choice's text, message
+// or delta beside or instead of its message, or a message's text.
+func (v *completionView) answerElsewhere() bool {
+	for _, n := range v.unjudgedChoice {
+		if n == "text" || n == "delta" || n == "message" {
+			return true
+		}
+	}
+	return slices.Contains(v.unjudged, "text")
 }
 
 // answerText is the text the points judge: content, or the refusal when
