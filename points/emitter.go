@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -305,8 +306,14 @@ func (e *Emitter) EmitIn(ctx context.Context, s *Session, ev Event, lend func(n 
 	if err != nil {
 		return e.hostFailure(ctx, ev.Point, s.ID(), seq, now, ReasonContextInvalid, "context could not be built", start)
 	}
-	facts := &envelopeFacts{sessionID: s.ID(), sequence: seq, timestamp: string(appendTimestamp(make([]byte, 0, 24), now)), trace: traceOf(ev, s),
-		built: s, ev: ev, now: now}
+	facts := &envelopeFacts{sessionID: s.ID(), sequence: seq, trace: traceOf(ev, s), built: s, ev: ev, now: now}
+	// The timestamp is kept in facts and copied into the record's block
+	// (emitRaw), not allocated as a string of its own.
+	if ts := appendTimestamp(facts.tsBuf[:0], now); len(ts) > len(facts.tsBuf) {
+		facts.timestamp = string(ts) // a year beyond 9999 (AppendFormat)
+	} else {
+		facts.tsLen = len(ts)
+	}
 	return e.emitRaw(ctx, ev.Point, raw, start, facts)
 }
 
@@ -353,7 +360,10 @@ type envelopeFacts struct {
 	sessionID string
 	sequence  int64
 	timestamp string
-	trace     gjson.Result
+	// tsBuf[:tsLen], when tsLen > 0, is the timestamp instead.
+	tsBuf [len(TimestampLayout)]byte
+	tsLen int
+	trace gjson.Result
 	// built is set when s.build made the context from ev at now, so the
 	// envelope check can skip what build guarantees (validateBuilt).
 	built *Session
@@ -377,9 +387,11 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 	bindings := e.byPoint[p]
 	var (
 		out      outcome
-		inputID  string // with hasInput: the input identity
+		inputID  []byte // with hasInput: the input identity, in idBuf
+		idBuf    [maxIdentityLen]byte
 		hasInput bool
 		rejected bool
+		built    Point // the point, when the emitter built raw and validateBuilt accepted it
 	)
 	switch {
 	case len(raw) > e.cfg.MaxContextBytes:
@@ -396,7 +408,9 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		if !rejected {
 			var err error
 			if facts != nil && facts.built != nil {
-				err = validateBuilt(facts.built, facts.ev, facts.now)
+				if err = validateBuilt(facts.built, facts.ev, facts.now); err == nil {
+					built = p
+				}
 			} else {
 				err = validateEnvelope(raw)
 			}
@@ -406,7 +420,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		}
 	}
 	if !rejected && e.cfg.Identity != nil {
-		id, err := e.identity(raw)
+		id, err := e.inputIdentity(idBuf[:0], raw, built)
 		if err != nil {
 			out, rejected = synthesized(ReasonContextInvalid, "identity provider rejected the context: "+errorClass(err)), true
 		} else {
@@ -485,7 +499,7 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		rec.FoldTruncated = &ext.trunc
 	}
 	if hasInput {
-		ext.ids[0] = inputID
+		ext.ids[0] = inBlock(ext.idBuf[:], inputID)
 		rec.InputIdentity = &ext.ids[0]
 		if !rejected && !changed {
 			rec.EnforcedIdentity = rec.InputIdentity // the input is what is enforced
@@ -511,6 +525,9 @@ func (e *Emitter) emitRaw(ctx context.Context, p Point, raw []byte, start time.T
 		}
 	}
 	rec.SessionID, rec.Sequence, rec.Timestamp = facts.sessionID, facts.sequence, facts.timestamp
+	if facts.tsLen > 0 {
+		rec.Timestamp = inBlock(ext.tsBuf[:], facts.tsBuf[:facts.tsLen])
+	}
 	if tr := facts.trace; tr.IsObject() {
 		t := Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}
 		if t.TraceID != "" || t.SpanID != "" {
@@ -576,10 +593,25 @@ type (
 )
 
 // recordExtras is what a record points at: its input and enforced
-// identities and its fold_truncated flag.
+// identities and its fold_truncated flag. idBuf and tsBuf hold the bytes
+// of the input identity and of the timestamp (inBlock), so that neither is
+// an allocation of its own; nothing writes them again once the record is
+// made.
 type recordExtras struct {
 	ids   [2]string
 	trunc bool
+	idBuf [maxIdentityLen]byte
+	tsBuf [len(TimestampLayout)]byte
+}
+
+// inBlock returns b as a string whose bytes are copied into buf, part of a
+// record's block, when they fit; otherwise as a string of its own.
+func inBlock(buf, b []byte) string {
+	if len(b) == 0 || len(b) > len(buf) {
+		return string(b)
+	}
+	n := copy(buf, b)
+	return unsafe.String(&buf[0], n)
 }
 
 // newRecord returns a zero record, storage for what it points at (its
@@ -600,6 +632,26 @@ func newRecord(n int) (*Record, *recordExtras, []VerdictSummary) {
 	}
 	b := new(recordWithIDs)
 	return &b.rec, &b.ext, make([]VerdictSummary, n)
+}
+
+// inputIdentity is identity appended to dst. The providers of this package
+// are called directly (so dst stays on the caller's stack) and told the
+// point of a context the emitter built and validateBuilt accepted (built,
+// "" otherwise), whose envelope they then need not check again.
+func (e *Emitter) inputIdentity(dst, raw []byte, built Point) (id []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = nil, fmt.Errorf("identity provider panicked")
+		}
+	}()
+	switch p := e.cfg.Identity.(type) {
+	case jcsSHA256:
+		return p.appendIdentity(dst, raw, built)
+	case *hmacSHA256:
+		return p.appendIdentity(dst, raw, built)
+	}
+	s, err := e.cfg.Identity.Identity(raw)
+	return append(dst, s...), err
 }
 
 // identity runs the provider with panic containment.

@@ -34,18 +34,33 @@ type jcsSHA256 struct{}
 
 func (jcsSHA256) Name() string { return JCSSHA256Name }
 
-func (jcsSHA256) Identity(raw []byte) (string, error) {
-	c := getCanonicalizer()
-	defer putCanonicalizer(c)
-	pre, err := c.preimage(raw)
+func (p jcsSHA256) Identity(raw []byte) (string, error) {
+	var buf [maxIdentityLen]byte
+	out, err := p.appendIdentity(buf[:0], raw, "")
 	if err != nil {
 		return "", err
 	}
+	return string(out), nil
+}
+
+// maxIdentityLen is the longest identity this package's providers return
+// ("hmac-sha256:" and 64 hex digits).
+const maxIdentityLen = len("hmac-sha256:") + 2*sha256.Size
+
+// appendIdentity is Identity appended to dst (the emitter keeps it in the
+// record's own block instead of a string of its own). built, when not "",
+// is the point of a context the emitter built and validateBuilt accepted,
+// whose envelope checkTracked would only confirm (see preimage).
+func (jcsSHA256) appendIdentity(dst, raw []byte, built Point) ([]byte, error) {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	pre, err := c.preimage(raw, built)
+	if err != nil {
+		return dst, err
+	}
 	sum := sha256.Sum256(pre)
-	var out [len("sha256:") + 2*sha256.Size]byte
-	copy(out[:], "sha256:")
-	hex.Encode(out[len("sha256:"):], sum[:])
-	return string(out[:]), nil
+	dst = append(dst, "sha256:"...)
+	return hex.AppendEncode(dst, sum[:]), nil
 }
 
 // hmacMinKey is the shortest accepted HMAC key: RFC 2104 §3 discourages
@@ -80,15 +95,26 @@ type hmacSHA256 struct {
 func (p *hmacSHA256) Name() string { return p.name }
 
 func (p *hmacSHA256) Identity(raw []byte) (string, error) {
-	c := getCanonicalizer()
-	defer putCanonicalizer(c)
-	pre, err := c.preimage(raw)
+	var buf [maxIdentityLen]byte
+	out, err := p.appendIdentity(buf[:0], raw, "")
 	if err != nil {
 		return "", err
 	}
+	return string(out), nil
+}
+
+func (p *hmacSHA256) appendIdentity(dst, raw []byte, built Point) ([]byte, error) {
+	c := getCanonicalizer()
+	defer putCanonicalizer(c)
+	pre, err := c.preimage(raw, built)
+	if err != nil {
+		return dst, err
+	}
 	m := hmac.New(sha256.New, p.key)
 	m.Write(pre)
-	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil)), nil
+	var sum [sha256.Size]byte
+	dst = append(dst, "hmac-sha256:"...)
+	return hex.AppendEncode(dst, m.Sum(sum[:0])), nil
 }
 
 // CheckProviderName enforces §10.1's rule for host-defined provider names:
@@ -168,7 +194,7 @@ func explain(err error) error {
 func Preimage(raw []byte) ([]byte, error) {
 	c := getCanonicalizer()
 	defer putCanonicalizer(c)
-	pre, err := c.preimage(raw)
+	pre, err := c.preimage(raw, "")
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +210,15 @@ func Preimage(raw []byte) ([]byte, error) {
 // domain scanner runs only to explain a failure, so the errors are those of
 // CheckEncoding, the envelope checks and CheckDomain(ProjectPreimage(raw)),
 // in that order, exactly as the definition reads.
-func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
+//
+// built, when not "", says that the emitter built raw itself (Session.build)
+// as an event of that point and that validateBuilt accepted it: then the
+// envelope checkTracked checks holds by construction (build writes spec,
+// interception_point, timestamp, sequence, agent, session and target
+// itself; checkHead checked agent.id, agent.framework and session.id;
+// validateConditional the point's members and their subfields), so only
+// the point is taken. The canonicalizer's pass still validates the bytes.
+func (c *canonicalizer) preimage(raw []byte, built Point) ([]byte, error) {
 	if c.run(raw, DefaultMaxDepth, intCount, true, true) != nil {
 		return nil, explain(CheckEncoding(raw, DefaultMaxDepth))
 	}
@@ -193,9 +227,12 @@ func (c *canonicalizer) preimage(raw []byte) ([]byte, error) {
 	}
 	// The envelope is checked on the tracked members, without building
 	// maps: this runs for every emission.
-	p, err := c.checkTracked(raw)
-	if err != nil {
-		return nil, err
+	p := built
+	if p == "" {
+		var err error
+		if p, err = c.checkTracked(raw); err != nil {
+			return nil, err
+		}
 	}
 
 	// The kept members, as projection rules with their tracked member.

@@ -103,6 +103,15 @@ type canonicalizer struct {
 	top    []trackedMember // members of the root object (track)
 	subs   []trackedMember // members of its object-valued members (track)
 	memo   []memoValue     // the root's member values, for reuse
+
+	// What putCanonicalizer must clear, so that it clears what was used
+	// rather than every buffer's whole capacity (which cost more than a
+	// small context's canonicalization): frames[d][:len] holds the most
+	// members written at depth d since the last put unless a run failed
+	// (failed: an object may have stopped before recording its count);
+	// topUsed and subsUsed are the most top and subs entries of a run.
+	failed            bool
+	topUsed, subsUsed int
 }
 
 // memoValue is a root member's value: its raw bytes, its phase-1 form
@@ -187,10 +196,16 @@ func putCanonicalizer(c *canonicalizer) {
 	// Drop references into the caller's input.
 	c.raw = nil
 	for i := range c.frames {
-		clear(c.frames[i][:cap(c.frames[i])])
+		if c.failed {
+			clear(c.frames[i][:cap(c.frames[i])])
+		} else {
+			clear(c.frames[i])
+		}
+		c.frames[i] = c.frames[i][:0]
 	}
-	clear(c.top[:cap(c.top)])
-	clear(c.subs[:cap(c.subs)])
+	clear(c.top[:max(c.topUsed, len(c.top))])
+	clear(c.subs[:max(c.subsUsed, len(c.subs))])
+	c.failed, c.topUsed, c.subsUsed = false, 0, 0
 	canonPool.Put(c)
 }
 
@@ -240,9 +255,11 @@ func (c *canonicalizer) canonical(raw []byte, maxDepth int, intBound bool) ([]by
 func (c *canonicalizer) run(raw []byte, maxDepth int, ints intRule, emit, track bool) error {
 	c.raw, c.maxDepth, c.ints, c.emit, c.track, c.viol = raw, maxDepth, ints, emit, track, 0
 	c.buf, c.names, c.recs, c.perm = c.buf[:0], c.names[:0], c.recs[:0], c.perm[:0]
+	c.topUsed, c.subsUsed = max(c.topUsed, len(c.top)), max(c.subsUsed, len(c.subs))
 	c.top, c.subs, c.memo = c.top[:0], c.subs[:0], c.memo[:0]
 	i, err := c.value(0, 1)
 	if err != nil {
+		c.failed = true
 		return err
 	}
 	if skipWSAt(raw, i) != len(raw) {
@@ -419,7 +436,11 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		c.buf = append(c.buf, ',')
 		i = skipWSAt(raw, i+1)
 	}
-	c.frames[depth] = ms // keep the grown capacity
+	if len(ms) >= len(c.frames[depth]) {
+		// Keep the grown capacity, and the most members written at this
+		// depth as the length (putCanonicalizer clears that much).
+		c.frames[depth] = ms
+	}
 	c.buf = append(c.buf, '}')
 	if !sorted {
 		sortMembers(ms)

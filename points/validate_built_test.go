@@ -1,6 +1,7 @@
 package points
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -20,6 +21,26 @@ func checkBuilt(t *testing.T, s *Session, ev Event, now time.Time) {
 	got := validateBuilt(s, ev, now)
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("validateBuilt = %v, validateEnvelope = %v\ncontext: %s", got, want, raw)
+	}
+	if got == nil {
+		checkBuiltPreimage(t, raw, ev.Point)
+	}
+}
+
+// checkBuiltPreimage requires the preimage of a context validateBuilt
+// accepted to be the same, error included, whether or not checkTracked
+// runs (the emitter skips it for such contexts).
+func checkBuiltPreimage(t *testing.T, raw []byte, p Point) {
+	t.Helper()
+	c := getCanonicalizer()
+	want, wantErr := c.preimage(raw, "")
+	want = bytes.Clone(want)
+	putCanonicalizer(c)
+	c = getCanonicalizer()
+	got, gotErr := c.preimage(raw, p)
+	defer putCanonicalizer(c)
+	if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || !bytes.Equal(got, want) {
+		t.Fatalf("built preimage = %q, %v; checked preimage = %q, %v\ncontext: %s", got, gotErr, want, wantErr, raw)
 	}
 }
 
