@@ -1289,7 +1289,7 @@ func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, str
 		return nil, time.Time{}, false
 	}
 	upStart := time.Now()
-	resp, err := s.client.Do(out)
+	resp, err := s.rt.RoundTrip(out)
 	if err == nil && forced && (resp.StatusCode == http.StatusBadRequest || resp.StatusCode == http.StatusUnprocessableEntity) {
 		resp, upStart, err = rn.withoutStreamOptions(uctx, resp, upStart, body, stream)
 	}
@@ -1304,7 +1304,7 @@ func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, str
 			rn.cancelled() // the client went away, or the server is closing
 			return nil, time.Time{}, false
 		}
-		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", errors.Unwrap(err))
+		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", err)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		rn.upstreamFailed()
 		return nil, time.Time{}, false
@@ -1360,7 +1360,7 @@ func (rn *run) withoutStreamOptions(ctx context.Context, resp *http.Response, up
 		return nil, time.Time{}, errBuildRequest
 	}
 	upStart = time.Now()
-	resp, err = s.client.Do(out)
+	resp, err = s.rt.RoundTrip(out)
 	// Only an answer to the request without it shows the upstream refuses
 	// stream_options (an error that merely echoed the body fails again):
 	// then it is left out from now on, for every session.

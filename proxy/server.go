@@ -128,11 +128,15 @@ type Server struct {
 	applying sync.Mutex
 	sessions *sessions
 	client   *http.Client
-	router   chi.Router
-	log      *slog.Logger
-	wg       sync.WaitGroup
-	stop     context.CancelFunc
-	closing  atomic.Bool
+	// rt is client's transport, which the chat route calls directly: it
+	// follows no redirect either, and skips the client's header copy and
+	// redirect bookkeeping on every model call.
+	rt      http.RoundTripper
+	router  chi.Router
+	log     *slog.Logger
+	wg      sync.WaitGroup
+	stop    context.CancelFunc
+	closing atomic.Bool
 	// base is the context requests are served under when the HTTP server
 	// uses BaseContext; Close cancels it (abort) so that requests a
 	// timed-out graceful shutdown left running end before their sessions'
@@ -208,7 +212,7 @@ func New(opts Options) *Server {
 	// request answers any 3xx with 502 upstream_redirect (modelTurn); a
 	// passthrough path passes it on as it came.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, log: opts.Logger}
+	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, rt: tr, log: opts.Logger}
 	s.base, s.abort = context.WithCancel(context.Background())
 	s.pol.Store(&policy{em: opts.Emitter, st: &Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
 		TransparentToolSeam: opts.TransparentToolSeam, MaxAutoTurns: opts.MaxAutoTurns, ToolSeamHostError: opts.ToolSeamHostError,
