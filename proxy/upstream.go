@@ -61,25 +61,32 @@ func (s *Server) upstreamRequest(ctx context.Context, in *http.Request, body []b
 	out.URL, out.Host = &u, strings.TrimSuffix(u.Host, ":") // as NewRequest does for an empty port
 	out.Header = in.Header.Clone()
 	removeHop(out.Header)
+	// The values the proxy sets share one backing array (each capped at
+	// its one element, so an Add elsewhere copies rather than overwrites).
+	vals := make([]string, 0, 4)
+	set := func(k, v string) {
+		vals = append(vals, v)
+		out.Header[k] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
 	// Asked for explicitly: a request without Accept-Encoding accepts any
 	// coding (RFC 9110 §12.5.3), and the answer is read as identity bytes.
-	out.Header.Set("Accept-Encoding", "identity")
+	set("Accept-Encoding", "identity")
 	delete(out.Header, "Content-Length")
 	out.Header.Del(s.opts.SessionHeader) // configured: may not be canonical
 	delete(out.Header, "X-Agent-Hooks-Agent")
 	if id := points.RequestIDFrom(ctx); id != "" {
 		// The id on the records and the response (the client's, or ours
 		// where the client's was refused), so the upstream's logs agree.
-		out.Header.Set("X-Request-Id", id)
+		set("X-Request-Id", id)
 	}
 	if body != nil {
 		out.ContentLength = int64(len(body))
-		out.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		set("Content-Length", strconv.Itoa(len(body)))
 		b := body
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
 	}
 	if s.opts.APIKey != "" {
-		out.Header.Set("Authorization", "Bearer "+s.opts.APIKey)
+		set("Authorization", "Bearer "+s.opts.APIKey)
 	}
 	return out, nil
 }
