@@ -244,7 +244,7 @@ func (c *canonicalizer) preimage(raw []byte, built Point) ([]byte, error) {
 	ks := buf[:0]
 	viol := false
 	add := func(k keep) {
-		t := findTracked(c.top, k.key)
+		t := c.findTracked(c.top, k.key)
 		if t == nil {
 			return
 		}
@@ -254,7 +254,7 @@ func (c *canonicalizer) preimage(raw []byte, built Point) ([]byte, error) {
 			return
 		}
 		for _, s := range c.subs[t.s0:t.s1] {
-			viol = viol || s.viol && hasName(k.sub, s.name)
+			viol = viol || s.viol && hasName(k.sub, c.name(&s.canonMember))
 		}
 	}
 	for _, k := range preimageKeeps[p] {
@@ -281,11 +281,11 @@ func (c *canonicalizer) preimage(raw []byte, built Point) ([]byte, error) {
 		out = append(out, `":{`...)
 		subs := subBuf[:0]
 		for j := range c.subs[t.s0:t.s1] {
-			if s := &c.subs[t.s0+j]; hasName(k.sub, s.name) {
+			if s := &c.subs[t.s0+j]; hasName(k.sub, c.name(&s.canonMember)) {
 				subs = append(subs, s)
 			}
 		}
-		slices.SortFunc(subs, func(a, b *trackedMember) int { return compareUTF16(a.name, b.name) })
+		slices.SortFunc(subs, func(a, b *trackedMember) int { return compareUTF16(c.name(&a.canonMember), c.name(&b.canonMember)) })
 		for j, s := range subs {
 			if j > 0 {
 				out = append(out, ',')
@@ -309,9 +309,9 @@ func hasName(names []string, name []byte) bool {
 }
 
 // findTracked returns the member named name, or nil.
-func findTracked(ts []trackedMember, name string) *trackedMember {
+func (c *canonicalizer) findTracked(ts []trackedMember, name string) *trackedMember {
 	for k := range ts {
-		if string(ts[k].name) == name {
+		if string(c.name(&ts[k].canonMember)) == name {
 			return &ts[k]
 		}
 	}
@@ -396,7 +396,7 @@ func (c *canonicalizer) checkTracked(raw []byte) (Point, error) {
 		}
 		return raw[t.raw0:t.raw1]
 	}
-	top := func(name string) []byte { return value(findTracked(c.top, name)) }
+	top := func(name string) []byte { return value(c.findTracked(c.top, name)) }
 	// subsOf returns the tracked members of an object-valued member.
 	subsOf := func(t *trackedMember) ([]trackedMember, bool) {
 		if t == nil || raw[t.raw0] != '{' {
@@ -421,25 +421,25 @@ func (c *canonicalizer) checkTracked(raw []byte) (Point, error) {
 	if !nonNegativeInt64(top("sequence")) {
 		return "", &DomainError{Path: "$.sequence", Problem: describe("an integer >= 0")}
 	}
-	agent, ok := subsOf(findTracked(c.top, "agent"))
+	agent, ok := subsOf(c.findTracked(c.top, "agent"))
 	if !ok {
 		return "", &DomainError{Path: "$.agent", Problem: describe("an object")}
 	}
-	if s, ok := stringView(value(findTracked(agent, "id"))); !ok || s == "" {
+	if s, ok := stringView(value(c.findTracked(agent, "id"))); !ok || s == "" {
 		return "", &DomainError{Path: "$.agent.id", Problem: describe("a non-empty string")}
 	}
-	if s, ok := stringView(value(findTracked(agent, "framework"))); !ok || !validFramework(s) {
+	if s, ok := stringView(value(c.findTracked(agent, "framework"))); !ok || !validFramework(s) {
 		return "", &DomainError{Path: "$.agent.framework", Problem: describe("a ^[a-z0-9_-]+$ string")}
 	}
-	session, _ := subsOf(findTracked(c.top, "session"))
-	if s, ok := stringView(value(findTracked(session, "id"))); !ok || s == "" {
+	session, _ := subsOf(c.findTracked(c.top, "session"))
+	if s, ok := stringView(value(c.findTracked(session, "id"))); !ok || s == "" {
 		return "", &DomainError{Path: "$.session.id", Problem: describe("a non-empty string")}
 	}
-	if findTracked(c.top, "target") == nil {
+	if c.findTracked(c.top, "target") == nil {
 		return "", &DomainError{Path: "$.target", Problem: describe("present")}
 	}
 	for _, k := range conditionalKeep(p) {
-		t := findTracked(c.top, k.key)
+		t := c.findTracked(c.top, k.key)
 		if t == nil {
 			return "", &DomainError{Path: "$." + k.key, Problem: describe("present at this interception point")}
 		}
@@ -451,7 +451,7 @@ func (c *canonicalizer) checkTracked(raw []byte) (Point, error) {
 			return "", &DomainError{Path: "$." + k.key, Problem: describe("an object")}
 		}
 		for _, s := range k.sub {
-			if findTracked(obj, s) == nil {
+			if c.findTracked(obj, s) == nil {
 				return "", &DomainError{Path: "$." + k.key + "." + s, Problem: "missing (see spec §4.2)"}
 			}
 		}

@@ -69,10 +69,23 @@ type span struct {
 	start, end, rec int
 }
 
-// canonMember is a span and its decoded name, for sorting.
+// canonMember is a span and where its decoded name is, for sorting: the
+// name is c.raw[n0:n1], or c.names[n0:n1] when it had escapes. Offsets
+// rather than a slice keep the member free of pointers, so that the
+// frames, top and subs, which copy members around on every emission,
+// need no write barriers while the collector runs.
 type canonMember struct {
-	name []byte
+	n0, n1  int32
+	escaped bool
 	span
+}
+
+// name is m's decoded name.
+func (c *canonicalizer) name(m *canonMember) []byte {
+	if m.escaped {
+		return c.names[m.n0:m.n1]
+	}
+	return c.raw[m.n0:m.n1]
 }
 
 // trackedMember is a member of the root object (depth 1) or of an object
@@ -385,8 +398,18 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 		}
 		m := canonMember{span: span{start: len(c.buf), rec: len(c.recs)}}
 		var err error
-		if i, m.name, err = c.str(i+1, true); err != nil {
+		q, n0 := i+1, len(c.names)
+		if i, _, err = c.str(q, true); err != nil {
 			return i, err
+		}
+		if len(raw) > math.MaxInt32 || len(c.names) > math.MaxInt32 {
+			return i, errCanon // offsets are int32 (contexts are far smaller)
+		}
+		if len(c.names) > n0 {
+			// An escape decodes to at least one byte: the name had some.
+			m.n0, m.n1, m.escaped = int32(n0), int32(len(c.names)), true
+		} else {
+			m.n0, m.n1 = int32(q), int32(i-1)
 		}
 		i = skipWSAt(raw, i)
 		if i >= len(raw) || raw[i] != ':' {
@@ -414,7 +437,7 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 			}
 		}
 		if n := len(ms); n > 0 && sorted {
-			switch d := compareUTF16(ms[n-1].name, m.name); {
+			switch d := compareUTF16(c.name(&ms[n-1]), c.name(&m)); {
 			case d == 0:
 				return i, errCanon // duplicate name
 			case d > 0:
@@ -443,9 +466,9 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 	}
 	c.buf = append(c.buf, '}')
 	if !sorted {
-		sortMembers(ms)
+		c.sortMembers(ms)
 		for k := 1; k < len(ms); k++ {
-			if compareUTF16(ms[k-1].name, ms[k].name) == 0 {
+			if compareUTF16(c.name(&ms[k-1]), c.name(&ms[k])) == 0 {
 				return i, errCanon // duplicate name
 			}
 		}
@@ -468,13 +491,13 @@ func (c *canonicalizer) object(i, depth int) (int, error) {
 
 // sortMembers sorts by name in UTF-16 order; most objects are small, where
 // an insertion sort beats the generic sort's setup.
-func sortMembers(ms []canonMember) {
+func (c *canonicalizer) sortMembers(ms []canonMember) {
 	if len(ms) > 12 {
-		slices.SortFunc(ms, func(a, b canonMember) int { return compareUTF16(a.name, b.name) })
+		slices.SortFunc(ms, func(a, b canonMember) int { return compareUTF16(c.name(&a), c.name(&b)) })
 		return
 	}
 	for k := 1; k < len(ms); k++ {
-		for j := k; j > 0 && compareUTF16(ms[j-1].name, ms[j].name) > 0; j-- {
+		for j := k; j > 0 && compareUTF16(c.name(&ms[j-1]), c.name(&ms[j])) > 0; j-- {
 			ms[j-1], ms[j] = ms[j], ms[j-1]
 		}
 	}
