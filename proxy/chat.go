@@ -1468,11 +1468,12 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		rewrote = true
 	}
 	// The upstream's extra_content (Gemini's thought signatures) and
-	// reasoning_content (DeepSeek's thinking) are kept for the requests
+	// reasoning members (DeepSeek's reasoning_content, OpenRouter's
+	// reasoning_details) are kept for the requests
 	// that carry these calls back, under the ids they are released with;
 	// the client never gets them.
 	rn.sigs = nil
-	if len(v.toolCalls) > 0 && (v.toolExtras || slices.Contains(v.unjudged, "reasoning_content")) {
+	if len(v.toolCalls) > 0 && (v.toolExtras || slices.ContainsFunc(v.unjudged, isReasoningMember)) {
 		rn.sigs = pendingSignatures(t.completion, v.toolExtras)
 	}
 	// Members no point judges never reach the client.

@@ -105,7 +105,7 @@ func TestReasoningGoesBackUpstream(t *testing.T) {
 // a message without tool calls.
 func TestReasoningAttachKeepsTheAgents(t *testing.T) {
 	g := newSignatures(16)
-	g.keep(sigScope{sid: "s"}, "c1", "f", &sigEntry{reasoning: []byte(`"kept"`)})
+	g.keep(sigScope{sid: "s"}, "c1", "f", &sigEntry{reasoning: []byte(`{"reasoning_content":"kept"}`)})
 	body := []byte(`{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"},` +
 		`{"role":"assistant","reasoning_content":"own","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
@@ -118,5 +118,34 @@ func TestReasoningAttachKeepsTheAgents(t *testing.T) {
 	}
 	if string(g.attach(sigScope{sid: "t"}, body)) != string(body) {
 		t.Error("another session's body was changed")
+	}
+}
+
+// OpenRouter's reasoning_details (and reasoning) beside tool calls go back
+// upstream whole, as the answer carried them, and never to the client.
+func TestReasoningDetailsGoBackUpstream(t *testing.T) {
+	const details = `[{"type":"reasoning.encrypted","data":"gAAAAB...","id":"rs_1","format":"anthropic-claude-v1","index":0}]`
+	up, got := recordingUpstream(t, func(w http.ResponseWriter, b []byte, _ int) {
+		w.Header().Set("Content-Type", "application/json")
+		msgs := gjson.GetBytes(b, "messages").Array()
+		if msgs[len(msgs)-1].Get("role").Str == "tool" {
+			if a := msgs[1]; a.Get("reasoning_details").Raw != details || a.Get("reasoning").Str != "Think." {
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = io.WriteString(w, `{"error":{"message":"thinking blocks missing","code":400}}`)
+				return
+			}
+			_, _ = io.WriteString(w, plainCompletion)
+			return
+		}
+		_, _ = io.WriteString(w, `{"id":"o1","object":"chat.completion","created":1,"model":"anthropic/claude","choices":[{"index":0,"message":{"role":"assistant","content":"","reasoning":"Think.","reasoning_details":`+details+`,"tool_calls":[{"id":"toolu_01","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`)
+	})
+	p := seamProxy(t, up.URL, allowAll())
+	resp, body := post(t, p.URL, `{"model":"anthropic/claude","messages":[{"role":"user","content":"weather?"}]}`, "X-Agent-Hooks-Session", "or1")
+	if resp.StatusCode != 200 || strings.Contains(string(body), "reasoning") || strings.Contains(string(body), "gAAAAB") {
+		t.Fatalf("%d %s", resp.StatusCode, body)
+	}
+	follow := `{"model":"anthropic/claude","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"id":"toolu_01","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"toolu_01","content":"sunny"}]}`
+	if resp, body = post(t, p.URL, follow, "X-Agent-Hooks-Session", "or1"); resp.StatusCode != 200 {
+		t.Fatalf("follow-up: %d %s\nupstream got: %q", resp.StatusCode, body, got())
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // maxSignatureBytes bounds one tool call's extra_content kept,
-// maxReasoningBytes one answer's reasoning_content, and
+// maxReasoningBytes one answer's reasoning members, and
 // maxSignaturesBytes all of them.
 const (
 	maxSignatureBytes  = 64 << 10
@@ -35,10 +35,12 @@ const (
 // follow-ups are that run. Kept across reloads; the most recent max calls
 // are kept.
 //
-// The reasoning_content of an answer that made tool calls is kept the same
-// way, under each of its calls: DeepSeek's thinking mode refuses (400) a
-// request whose history carries such an answer without it, and no point
-// judges reasoning, so the client never gets it either.
+// The reasoning members of an answer that made tool calls are kept the
+// same way, under each of its calls: DeepSeek's thinking mode refuses (400)
+// a request whose history carries such an answer without its
+// reasoning_content, and OpenRouter asks for reasoning_details back with
+// tool calls (Anthropic's and Gemini's thinking continue from it); no
+// point judges reasoning, so the client never gets it either.
 type signatures struct {
 	mu   sync.Mutex
 	m    *recent[[]byte]
@@ -87,9 +89,24 @@ func headerlessScope(h http.Header, agent string) string {
 	return string(d.Sum(nil))
 }
 
-// sigEntry is one tool call's extra_content and its answer's
-// reasoning_content (raw JSON; either may be nil) as the upstream's answer
-// carried them, to be kept under the id the call is released with.
+// reasoningMembers are the message members that carry a model's reasoning,
+// kept beside tool calls and handed back.
+var reasoningMembers = [...]string{"reasoning_content", "reasoning", "reasoning_details"}
+
+// isReasoningMember reports whether name is one of reasoningMembers.
+func isReasoningMember(name string) bool {
+	for _, m := range reasoningMembers {
+		if m == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sigEntry is one tool call's extra_content and its answer's reasoning
+// members (raw JSON, an object of them; either may be nil) as the
+// upstream's answer carried them, to be kept under the id the call is
+// released with.
 type sigEntry struct {
 	id, name, args   string
 	extra, reasoning []byte
@@ -97,15 +114,32 @@ type sigEntry struct {
 
 // pendingSignatures copies out, for each tool call of choice 0 of a
 // completion, its extra_content (when extras is set) and the message's
-// reasoning_content: kept (keep) once the calls' ids are final, as the
+// reasoning members: kept (keep) once the calls' ids are final, as the
 // seam may release a call under a fresh id.
 func pendingSignatures(completion []byte, extras bool) []sigEntry {
 	var out []sigEntry
 	msg := gjson.Get(view(completion), "choices.0.message")
+	// Copies: the completion may sit in a buffer lent to the request.
 	var reasoning []byte
-	if r := msg.Get("reasoning_content"); r.Type == gjson.String && r.Str != "" && len(r.Raw) <= maxReasoningBytes {
-		// Copies: the completion may sit in a buffer lent to the request.
-		reasoning = []byte(r.Raw)
+	for _, name := range reasoningMembers {
+		r := msg.Get(name)
+		if r.Type == gjson.Null || !r.Exists() || r.Raw == `""` || r.Raw == "[]" {
+			continue
+		}
+		if reasoning == nil {
+			reasoning = append(reasoning, '{')
+		} else {
+			reasoning = append(reasoning, ',')
+		}
+		reasoning = appendString(reasoning, name)
+		reasoning = append(reasoning, ':')
+		reasoning = append(reasoning, r.Raw...)
+	}
+	if reasoning != nil {
+		reasoning = append(reasoning, '}')
+		if len(reasoning) > maxReasoningBytes {
+			reasoning = nil
+		}
 	}
 	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 		id := c.Get("id").Str
@@ -177,7 +211,7 @@ func (g *signatures) putKey(k string, extra []byte) {
 
 // attach gives each assistant tool call in body's messages that carries
 // no extra_content the one session sid kept for it, and each assistant
-// message with tool calls and no reasoning_content the one kept for its
+// message with tool calls and no reasoning member the ones kept for its
 // calls; body is returned as it is when there is none to give. The
 // history is read outside the lock, only the look-ups under it, and
 // rewritten in one rebuild.
@@ -187,7 +221,7 @@ func (g *signatures) attach(sc sigScope, body []byte) []byte {
 		return body
 	}
 	type call struct {
-		msg, idx int // idx -1: the message's reasoning_content
+		msg, idx int // idx -1: the message's reasoning members
 		keys     []string
 		v        []byte
 	}
@@ -203,8 +237,8 @@ func (g *signatures) attach(sc sigScope, body []byte) []byte {
 				role = gjson.Parse(view(v)).Str
 			case "tool_calls":
 				tcs = v
-			case "reasoning_content":
-				hasReasoning = gjson.Parse(view(v)).Str != ""
+			default:
+				hasReasoning = hasReasoning || isReasoningMember(name) && string(v) != "null"
 			}
 			return true
 		})
@@ -262,11 +296,16 @@ func (g *signatures) attach(sc sigScope, body []byte) []byte {
 			return nil, nil
 		}
 		for _, c := range cs {
-			path := "reasoning_content"
-			if c.idx >= 0 {
-				path = "tool_calls." + strconv.Itoa(c.idx) + ".extra_content"
+			if c.idx < 0 {
+				gjson.Parse(view(c.v)).ForEach(func(k, v gjson.Result) bool {
+					if b, err := sjson.SetRawBytes(m, k.Str, []byte(v.Raw)); err == nil {
+						m = b
+					}
+					return true
+				})
+				continue
 			}
-			if b, err := sjson.SetRawBytes(m, path, c.v); err == nil {
+			if b, err := sjson.SetRawBytes(m, "tool_calls."+strconv.Itoa(c.idx)+".extra_content", c.v); err == nil {
 				m = b
 			}
 		}
