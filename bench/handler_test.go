@@ -97,7 +97,7 @@ func handlerProxy(b *testing.B, target string, tr http.RoundTripper) *proxy.Serv
 	return s
 }
 
-// BenchmarkHandler serves one non-streamed chat completion per iteration
+// BenchmarkHandler serves one chat completion per iteration
 // straight into an httptest.ResponseRecorder, with a canned upstream
 // transport: no sockets, no client, no upstream encoding, so the figures
 // are the handler's own and vary little between runs. bare is
@@ -105,11 +105,21 @@ func handlerProxy(b *testing.B, target string, tr http.RoundTripper) *proxy.Serv
 //
 //	go test -run '^$' -bench 'BenchmarkHandler/json/1KB' -cpu 1 -count 8 ./bench
 //
+// stream/ serves the same answer streamed (held, judged, then replayed).
+//
 // (-cpu 1 runs the record sink's goroutine and the GC on the benchmark's
 // one P, so ns/op is the CPU a request costs, with less scheduling noise.)
 func BenchmarkHandler(b *testing.B) {
-	for _, size := range []int{1 << 10, 32 << 10} {
-		req := RequestBody(false, size)
+	for _, mode := range []string{"json", "stream"} {
+		for _, size := range []int{1 << 10, 32 << 10} {
+			benchHandler(b, mode, size)
+		}
+	}
+}
+
+func benchHandler(b *testing.B, mode string, size int) {
+	{
+		req := RequestBody(mode == "stream", size)
 		tr := newCanned(b, req, size)
 		up, _ := url.Parse("http://upstream.invalid")
 		handlers := map[string]http.Handler{
@@ -120,7 +130,7 @@ func BenchmarkHandler(b *testing.B) {
 		}
 		for _, target := range []string{Bare, AllowAll, Policy} {
 			h := handlers[target]
-			b.Run(fmt.Sprintf("json/%dKB/%s", size>>10, target), func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/%dKB/%s", mode, size>>10, target), func(b *testing.B) {
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				cpu0 := processCPU()
