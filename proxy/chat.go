@@ -29,6 +29,9 @@ func (rn *run) sigScope() sigScope {
 	// not free, and most requests have neither.
 	if rn.sess.headerless && (len(rn.sigs) > 0 || rn.s.signatures.n.Load() > 0) {
 		sc.shared = headerlessScope(rn.r.Header, rn.sess.ps.Agent().ID)
+		// A request with other credentials can join the run by a call
+		// id it carries: it gets none of the run's members.
+		sc.sid += "\x00" + sc.shared
 	}
 	return sc
 }
@@ -768,7 +771,7 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 		// too (no released byte of model text skips that point), and
 		// before the calls' pre_tool_call, so a denied text spends no
 		// tool verdict on calls that are then not released.
-		if cv := viewCompletion(completion); hasText(cv.answerText()) {
+		if cv := viewCompletion(completion); hasText(cv.answerText()) || hasElements(cv.content) && cv.content[0] == '[' {
 			var ok, changed bool
 			if completion, changed, ok = rn.output(ctx, completion, cv.answerText()); !ok {
 				return nil, false
@@ -777,7 +780,13 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 		}
 		if !rn.pol.st.TransparentToolSeam {
 			for i := range rn.sigs {
-				s.signatures.keep(rn.sigScope(), rn.sigs[i].id, rn.sigs[i].name, &rn.sigs[i])
+				args := rn.sigs[i].args
+				for _, c := range calls {
+					if c.Get("id").Str == rn.sigs[i].id {
+						args = c.Get("function.arguments").Str // as a transform left them
+					}
+				}
+				s.signatures.keep(rn.sigScope(), rn.sigs[i].id, rn.sigs[i].name, args, &rn.sigs[i])
 			}
 		} else {
 			history := map[string]bool{}

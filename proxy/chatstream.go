@@ -830,8 +830,10 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 		a.cur.ok = false
 	}
 	nChoices := 0
-	if choices.IsArray() && len(choices.Array()) > 1 {
-		a.irregular = true
+	if choices.IsArray() {
+		n := 0
+		choices.ForEach(func(_, _ gjson.Result) bool { n++; return n < 2 })
+		a.irregular = a.irregular || n > 1
 	}
 	if choices.IsArray() {
 		var err error
@@ -945,7 +947,7 @@ func (a *chatAcc) addChoice(ev int, v gjson.Result) error {
 	if hasOtherMembers(v, "index", "delta", "finish_reason", "logprobs", "content_filter_results") {
 		a.unjudged = true
 		for _, n := range [...]string{"message", "text"} {
-			if m := v.Get(n); m.Exists() && m.Type != gjson.Null {
+			if m := v.Get(n); mayHoldText(m) {
 				a.elsewhere = true
 			}
 		}
@@ -1203,11 +1205,16 @@ func classifyPart(p gjson.Result) (kind partKind, text, closed string) {
 	case typ.Str == "text" && txt.Type == gjson.String && !thinking.Exists() && !cl.Exists():
 		return partText, stringContents(txt), ""
 	case typ.Str == "thinking" && !txt.Exists() && thinking.IsArray() && (!cl.Exists() || cl.IsBool()):
-		inner := thinking.Array()
-		if len(inner) != 1 || !inner[0].IsObject() {
+		var inner gjson.Result
+		n := 0
+		thinking.ForEach(func(_, e gjson.Result) bool {
+			inner, n = e, n+1
+			return n < 2
+		})
+		if n != 1 || !inner.IsObject() {
 			return partNone, "", ""
 		}
-		if k, t, _ := classifyPart(inner[0]); k == partText {
+		if k, t, _ := classifyPart(inner); k == partText {
 			return partThinking, t, cl.Raw
 		}
 	}
@@ -1219,6 +1226,16 @@ func classifyPart(p gjson.Result) (kind partKind, text, closed string) {
 // closed flag is kept); raw is kept as it came for a part of no mergeable
 // kind.
 func (c *choiceAcc) addPart(kind partKind, text, closed, raw string, merge bool) {
+	// closed is a view of the chunk's buffer, which the next chunk
+	// overwrites: kept as a constant.
+	switch closed {
+	case "true":
+		closed = "true"
+	case "false":
+		closed = "false"
+	default:
+		closed = ""
+	}
 	if merge && kind != partNone && kind == c.tailKind {
 		c.tail = append(c.tail, text...)
 		if closed != "" {

@@ -458,7 +458,14 @@ func (v *completionView) refusalAnswer() bool {
 // tool calls.
 func (v *completionView) answerEmpty() bool {
 	return (isNull(v.content) || string(v.content) == `""` || string(v.content) == "[]") &&
-		!v.refusalAnswer() && len(v.toolCalls) == 0 && isNull(v.fnCall)
+		!v.refusalAnswer() && !hasElements(v.toolCalls) && isNull(v.fnCall)
+}
+
+// hasElements reports whether the raw JSON array has an element.
+func hasElements(raw []byte) bool {
+	n := 0
+	points.ForEachElement(raw, func([]byte) bool { n++; return false })
+	return n > 0
 }
 
 // answerElsewhere reports whether a member the chat wire does not have,
@@ -466,11 +473,34 @@ func (v *completionView) answerEmpty() bool {
 // or delta beside or instead of its message, or a message's text.
 func (v *completionView) answerElsewhere() bool {
 	for _, n := range v.unjudgedChoice {
-		if n == "text" || n == "delta" || n == "message" {
+		if (n == "text" || n == "delta" || n == "message") && mayHoldText(gjson.Get(view(v.choices), "0."+n)) {
 			return true
 		}
 	}
-	return slices.Contains(v.unjudged, "text")
+	return slices.Contains(v.unjudged, "text") && mayHoldText(gjson.Get(view(v.message), "text"))
+}
+
+// mayHoldText reports whether a member the chat wire lacks may hold answer
+// text: anything but null, "" and an object whose content and text are
+// null or "" ({"role":"assistant","content":""}).
+func mayHoldText(m gjson.Result) bool {
+	switch {
+	case !m.Exists() || m.Type == gjson.Null:
+		return false
+	case m.Type == gjson.String:
+		return m.Str != ""
+	case m.IsObject():
+		has := false
+		m.ForEach(func(k, x gjson.Result) bool {
+			if k.Str == "role" {
+				return true
+			}
+			has = x.Type != gjson.Null && !(x.Type == gjson.String && x.Str == "") && x.Raw != "[]"
+			return !has
+		})
+		return has
+	}
+	return true
 }
 
 // answerText is the text the points judge: content, or the refusal when

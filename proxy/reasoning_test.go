@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,7 +106,7 @@ func TestReasoningGoesBackUpstream(t *testing.T) {
 // a message without tool calls.
 func TestReasoningAttachKeepsTheAgents(t *testing.T) {
 	g := newSignatures(16)
-	g.keep(sigScope{sid: "s"}, "c1", "f", &sigEntry{reasoning: []byte(`{"reasoning_content":"kept"}`)})
+	g.keep(sigScope{sid: "s"}, "c1", "f", "{}", &sigEntry{reasoning: []byte(`{"reasoning_content":"kept"}`), anchor: "a1"})
 	body := []byte(`{"messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"},` +
 		`{"role":"assistant","reasoning_content":"own","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
 		`{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
@@ -147,5 +148,27 @@ func TestReasoningDetailsGoBackUpstream(t *testing.T) {
 	follow := `{"model":"anthropic/claude","messages":[{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"id":"toolu_01","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},{"role":"tool","tool_call_id":"toolu_01","content":"sunny"}]}`
 	if resp, body = post(t, p.URL, follow, "X-Agent-Hooks-Session", "or1"); resp.StatusCode != 200 {
 		t.Fatalf("follow-up: %d %s\nupstream got: %q", resp.StatusCode, body, got())
+	}
+}
+
+// An answer with many calls is charged its reasoning once: it cannot push
+// every other session's kept members out.
+func TestReasoningChargedOnce(t *testing.T) {
+	g := newSignatures(1 << 16)
+	g.keep(sigScope{sid: "other"}, "c0", "f", "{}", &sigEntry{reasoning: []byte(`{"reasoning_content":"keep me"}`), anchor: "a0"})
+	big := []byte(`{"reasoning_content":"` + strings.Repeat("r", maxReasoningBytes-40) + `"}`)
+	for i := range 64 {
+		g.keep(sigScope{sid: "s"}, "call_"+strconv.Itoa(i), "f", "{}", &sigEntry{reasoning: big, anchor: "a1"})
+	}
+	if g.kept > 2*maxReasoningBytes {
+		t.Fatalf("64 calls of one answer charged %d bytes", g.kept)
+	}
+	body := []byte(`{"messages":[{"role":"assistant","tool_calls":[{"id":"c0","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`)
+	if got := gjson.GetBytes(g.attach(sigScope{sid: "other"}, body), "messages.0.reasoning_content").Str; got != "keep me" {
+		t.Fatalf("the other session's reasoning is gone: %q", got)
+	}
+	body = []byte(`{"messages":[{"role":"assistant","tool_calls":[{"id":"call_63","type":"function","function":{"name":"f","arguments":"{}"}}]}]}`)
+	if got := gjson.GetBytes(g.attach(sigScope{sid: "s"}, body), "messages.0.reasoning_content").Str; len(got) != maxReasoningBytes-40 {
+		t.Fatalf("the answer's reasoning is not found from its last call: %d bytes", len(got))
 	}
 }

@@ -72,7 +72,13 @@ type sigScope struct{ sid, shared string }
 // sharedKey is the key under scope shared of a call's kept member (kind
 // "x" or "r").
 func sharedKey(kind, shared, id, name, args string) string {
-	h := sha256.Sum256([]byte(args))
+	// The same JSON whatever its spacing and member order: an agent
+	// framework may parse and re-serialize the arguments it replays.
+	b := []byte(args)
+	if c, err := points.CanonicalJSON(b); err == nil {
+		b = c
+	}
+	h := sha256.Sum256(b)
 	return kind + "\x01" + shared + "\x00" + id + "\x00" + name + "\x00" + string(h[:16])
 }
 
@@ -110,6 +116,10 @@ func isReasoningMember(name string) bool {
 type sigEntry struct {
 	id, name, args   string
 	extra, reasoning []byte
+	// anchor names the answer whose reasoning this is: the reasoning is
+	// kept once under it, and each call keeps only the anchor's key, so
+	// that an answer with many calls is charged its reasoning once.
+	anchor string
 }
 
 // pendingSignatures copies out, for each tool call of choice 0 of a
@@ -141,12 +151,16 @@ func pendingSignatures(completion []byte, extras bool) []sigEntry {
 			reasoning = nil
 		}
 	}
+	var anchor string
+	if reasoning != nil {
+		anchor = newID("")
+	}
 	msg.Get("tool_calls").ForEach(func(_, c gjson.Result) bool {
 		id := c.Get("id").Str
 		if id == "" {
 			return true
 		}
-		e := sigEntry{reasoning: reasoning}
+		e := sigEntry{reasoning: reasoning, anchor: anchor}
 		if x := c.Get("extra_content"); extras && x.IsObject() && len(x.Raw) <= maxSignatureBytes {
 			e.extra = []byte(x.Raw)
 		}
@@ -161,18 +175,25 @@ func pendingSignatures(completion []byte, extras bool) []sigEntry {
 }
 
 // keep keeps, in scope sc, what e carries for the call id (name), the id
-// it is released with.
-func (g *signatures) keep(sc sigScope, id, name string, e *sigEntry) {
+// and arguments it is released with.
+func (g *signatures) keep(sc sigScope, id, name, args string, e *sigEntry) {
 	if e.extra != nil {
 		g.put(sc.sid, id, name, e.extra)
 		if sc.shared != "" {
-			g.putKey(sharedKey("x", sc.shared, id, name, e.args), e.extra)
+			g.putKey(sharedKey("x", sc.shared, id, name, args), e.extra)
 		}
 	}
 	if e.reasoning != nil {
-		g.putKey(reasoningKey(sc.sid, id, name), e.reasoning)
+		// The answer's reasoning under its anchor (put again by each of
+		// its calls, which keeps it recent and charged once), and the
+		// anchor's key under each call.
+		a := "R\x00" + sc.sid + "\x00" + e.anchor
+		g.putKey(a, e.reasoning)
+		g.putKey(reasoningKey(sc.sid, id, name), []byte(a))
 		if sc.shared != "" {
-			g.putKey(sharedKey("r", sc.shared, id, name, e.args), e.reasoning)
+			a := "R\x01" + sc.shared + "\x00" + e.anchor
+			g.putKey(a, e.reasoning)
+			g.putKey(sharedKey("r", sc.shared, id, name, args), []byte(a))
 		}
 	}
 }
@@ -279,7 +300,11 @@ func (g *signatures) attach(sc sigScope, body []byte) []byte {
 	g.mu.Lock()
 	for _, c := range calls {
 		for _, k := range c.keys {
-			if v, ok := g.m.get(k); ok {
+			v, ok := g.m.get(k)
+			if ok && c.idx < 0 {
+				v, ok = g.m.get(string(v)) // the answer's anchor
+			}
+			if ok {
 				c.v = v
 				byMsg[c.msg] = append(byMsg[c.msg], c)
 				break

@@ -342,10 +342,13 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			r := em.RecordHostFailure(ctx, points.PreToolCall, sess.ps, detail)
 			return nil, 0, nil, &r, nil
 		}
-		if e := findSig(sigs, c.Get("id").Str); e != nil {
-			// Kept under the id the call goes out with, released or
-			// withheld (a withheld call is spliced back upstream).
-			s.signatures.keep(scope, id, name, e)
+		keepSig := func(args string) {
+			if e := findSig(sigs, c.Get("id").Str); e != nil {
+				// Kept under the id and arguments the call goes out
+				// with, released or withheld (a withheld call is
+				// spliced back upstream).
+				s.signatures.keep(scope, id, name, args, e)
+			}
 		}
 		if res != nil && !res.Proceed && terminates(pol.st, *res) {
 			return nil, 0, nil, res, nil
@@ -356,6 +359,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			tc := sess.tools[id]
 			tc.rawArgs, tc.released = strings.Clone(argsStr), true
 			sess.mu.Unlock()
+			keepSig(argsStr)
 			withheld = append(withheld, strings.Clone(id))
 			order = append(order, withheld[len(withheld)-1])
 			changed = true
@@ -367,6 +371,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			sent = argsString(gjson.Parse(view(out.args)))
 			changed = true
 		}
+		keepSig(sent)
 		sess.mu.Lock()
 		tc := sess.tools[id]
 		tc.sentArgs, tc.released = sent, true
