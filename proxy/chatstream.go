@@ -2174,13 +2174,11 @@ func (r *rederiver) choice(c *rdChoice) error {
 		return err
 	}
 	if c.content.IsArray() {
-		// Content parts go out in one chunk, as they are: a client that
-		// merges parts across chunks assembles them as they were.
-		err := r.emit(func(b []byte) []byte {
-			b = append(b, `{"content":`...)
-			b = appendCompact(b, c.content.Raw)
-			return append(b, '}')
-		}, "null", "null")
+		var err error
+		c.content.ForEach(func(_, p gjson.Result) bool {
+			err = r.part(p)
+			return err == nil
+		})
 		if err != nil {
 			return err
 		}
@@ -2236,6 +2234,37 @@ func (r *rederiver) choice(c *rdChoice) error {
 		return r.emit(func(b []byte) []byte { return append(b, `{}`...) }, "null", c.finish.Raw)
 	}
 	return nil
+}
+
+// part emits one content part: a text or thinking part of plain text in
+// pieces, one chunk each (the closed flag on the last), which a client that
+// merges a chunk's first part into the previous one of its kind assembles
+// whole, as Assemble does; any other part in one chunk, as it is. No chunk
+// then carries a whole long answer on one line.
+func (r *rederiver) part(p gjson.Result) error {
+	kind, text, closed := classifyPart(p)
+	if kind == partNone || text == "" {
+		return r.emit(func(b []byte) []byte {
+			b = append(b, `{"content":[`...)
+			b = appendCompact(b, p.Raw)
+			return append(b, `]}`...)
+		}, "null", "null")
+	}
+	n := 0
+	_ = eachPiece(text, r.opts.MaxPieceBytes, func(string) error { n++; return nil })
+	k := 0
+	return eachPiece(text, r.opts.MaxPieceBytes, func(piece string) error {
+		k++
+		cl := ""
+		if k == n {
+			cl = closed
+		}
+		return r.emit(func(b []byte) []byte {
+			b = append(b, `{"content":[`...)
+			b = appendPart(b, kind, bytesOf(piece), cl)
+			return append(b, `]}`...)
+		}, "null", "null")
+	})
 }
 
 // emptyOrNull gives the role chunk's placeholder: "" for a string field,

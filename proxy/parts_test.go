@@ -98,3 +98,33 @@ func TestContentPartsStreamIsJudged(t *testing.T) {
 		}
 	})
 }
+
+// A long thinking part is re-derived in pieces, no SSE line near the 64 KiB
+// a line scanner takes, and assembles back to the part it was.
+func TestRederivedPartsStayShortLines(t *testing.T) {
+	long := strings.Repeat("Weighing the options \"carefully\"; ", 6000) // ~200 KB
+	completion := `{"id":"c","object":"chat.completion","created":1,"model":"magistral","choices":[{"index":0,"message":{"role":"assistant","content":[` +
+		`{"type":"thinking","thinking":[{"type":"text","text":` + string(appendString(nil, long)) + `}],"closed":true},` +
+		`{"type":"text","text":"Done."},{"type":"reference","reference_ids":[3]}]},"finish_reason":"stop"}]}`
+	var out strings.Builder
+	if err := RederiveChatStream(&out, []byte(completion), RederiveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if len(line) > 32<<10 {
+			t.Fatalf("a %d-byte SSE line", len(line))
+		}
+	}
+	s := NewChatStream(1 << 22)
+	if _, err := s.ReadFrom(strings.NewReader(out.String())); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Assemble()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gjson.Get(completion, "choices.0.message.content").Raw
+	if g := gjson.GetBytes(got, "choices.0.message.content").Raw; g != want {
+		t.Errorf("assembled %.300s\nwant %.300s", g, want)
+	}
+}
