@@ -24,6 +24,9 @@ import (
 // sigScope is where this request's kept tool-call members go and are
 // found (signatures).
 func (rn *run) sigScope() sigScope {
+	if rn.scope.shared != "" {
+		return rn.scope
+	}
 	sc := sigScope{sid: rn.sess.ps.ID()}
 	// Only when there is something to keep or to find: the digest is
 	// not free, and most requests have neither.
@@ -32,6 +35,7 @@ func (rn *run) sigScope() sigScope {
 		// A request with other credentials can join the run by a call
 		// id it carries: it gets none of the run's members.
 		sc.sid += "\x00" + sc.shared
+		rn.scope = sc
 	}
 	return sc
 }
@@ -42,8 +46,10 @@ type run struct {
 	// calls' ids are final (here, not on the turn, whose frame is on the
 	// stack while a stream is held).
 	sigs []sigEntry
-	s    *Server
-	em   *points.Emitter
+	// scope is sigScope's answer once it has a shared part.
+	scope sigScope
+	s     *Server
+	em    *points.Emitter
 	// pol holds em and the settings that came with it: read once per
 	// request, so a reload meanwhile changes neither.
 	pol  *policy
