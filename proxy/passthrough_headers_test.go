@@ -117,3 +117,38 @@ func TestRequestCharsetMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A passthrough request keeps the client's Accept-Encoding (or its
+// absence), and a compressed answer reaches the client as the upstream
+// sent it, its Content-Encoding included.
+func TestPassthroughKeepsAcceptEncoding(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(strings.Join(r.Header.Values("Accept-Encoding"), ","))
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+		}
+		_, _ = w.Write([]byte("opaque"))
+	}))
+	t.Cleanup(up.Close)
+	p := newProxy(t, up.URL, allowAll())
+	tr := &http.Transport{DisableCompression: true}
+	t.Cleanup(tr.CloseIdleConnections)
+	for _, ae := range []string{"gzip, br", ""} {
+		req, _ := http.NewRequest("GET", p.URL+"/v1/models", nil)
+		if ae != "" {
+			req.Header.Set("Accept-Encoding", ae)
+		}
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if g := got.Load().(string); g != ae {
+			t.Errorf("client sent Accept-Encoding %q, upstream got %q", ae, g)
+		}
+		if wantCE := map[bool]string{true: "gzip", false: ""}[ae != ""]; resp.Header.Get("Content-Encoding") != wantCE {
+			t.Errorf("Content-Encoding %q, want %q", resp.Header.Get("Content-Encoding"), wantCE)
+		}
+	}
+}

@@ -190,6 +190,14 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		return
 	}
+	// The client's Accept-Encoding, or none, as it came: the answer is
+	// relayed as bytes, never read, so any coding reaches the client as
+	// the upstream chose it (the transport adds none of its own).
+	if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 {
+		out.Header["Accept-Encoding"] = slices.Clone(ae)
+	} else {
+		delete(out.Header, "Accept-Encoding")
+	}
 	resp, err := s.client.Do(out)
 	if err != nil {
 		s.opts.Metrics.PassthroughRequest(0)
