@@ -1759,7 +1759,7 @@ func checkChatRequest(body []byte) string {
 	}
 	// The top level in one walk that jumps over values: each gjson Get of
 	// a member after messages would read the whole history again.
-	var msgs, model, fns, fnCall, n, stream []byte
+	var msgs, model, fns, fnCall, n, stream, tools []byte
 	variant := ""
 	points.ForEachMember(body, func(name string, v []byte) bool {
 		if variant == "" {
@@ -1787,11 +1787,16 @@ func checkChatRequest(body []byte) string {
 			fnCall = v
 		case "n":
 			n = v
+		case "tools":
+			tools = v
 		}
 		return true
 	})
 	if variant != "" {
 		return variant
+	}
+	if r := checkTools(tools); r != "" {
+		return r
 	}
 	if msgs == nil {
 		return "missing required parameter: 'messages'"
@@ -1824,10 +1829,18 @@ func checkChatRequest(body []byte) string {
 			bad = "each message must be an object with a string 'role'"
 			return false
 		}
-		switch gjson.ParseBytes(role).Str {
+		switch r := gjson.ParseBytes(role).Str; r {
 		case "assistant":
+			if len(toolCalls) > 0 && toolCalls[0] != '[' && string(toolCalls) != "null" {
+				bad = "an assistant message's 'tool_calls' must be an array"
+				return false
+			}
 			if len(toolCalls) > 0 && toolCalls[0] == '[' {
 				points.ForEachElement(toolCalls, func(c []byte) bool {
+					if c[0] != '{' {
+						bad = "each of an assistant message's 'tool_calls' must be an object"
+						return false
+					}
 					if id := gjson.GetBytes(c, "id"); id.Type == gjson.String && id.Str != "" {
 						if calls == nil {
 							calls = map[string]struct{}{}
@@ -1847,6 +1860,16 @@ func checkChatRequest(body []byte) string {
 		case "function":
 			bad = "'function' messages (legacy function calling) are not mediated; use 'tools' and 'tool' messages"
 		case "system", "developer", "user":
+			// The text input judges: a number, or parts that are not
+			// objects, is no content a point could read (the chat API
+			// refuses it too), and a lenient upstream might still show
+			// it to the model.
+			switch c := gjson.GetBytes(m, "content"); {
+			case c.Type == gjson.String:
+			case c.IsArray() && contentParts(c):
+			default:
+				bad = "each " + r + " message's 'content' must be a string or an array of content parts"
+			}
 		default:
 			// A role the points do not know ("User", "human") would reach
 			// a lenient upstream without input judging it, as the chat
@@ -1878,6 +1901,35 @@ func checkChatRequest(body []byte) string {
 		return "hooksproxy mediates one choice per request: 'n' must be 1"
 	}
 	return ""
+}
+
+// checkTools refuses a tools member whose tools pre_model_call could not
+// name: not an array, an element that is not an object, or a function tool
+// without a string name (such a tool would reach the model unnamed in
+// tools_registered, so no tool policy would see it).
+func checkTools(tools []byte) string {
+	if tools == nil || string(tools) == "null" {
+		return ""
+	}
+	if tools[0] != '[' {
+		return "'tools' must be an array"
+	}
+	bad := ""
+	points.ForEachElement(tools, func(t []byte) bool {
+		if t[0] != '{' {
+			bad = "each of 'tools' must be an object"
+			return false
+		}
+		tr := gjson.ParseBytes(t)
+		if typ := tr.Get("type"); typ.Exists() && typ.Str != "function" {
+			return true // another kind of tool (custom): not named by a function
+		}
+		if name := tr.Get("function.name"); name.Type != gjson.String || name.Str == "" {
+			bad = "each function tool must have a string 'function.name'"
+		}
+		return bad == ""
+	})
+	return bad
 }
 
 // The request and message members the proxy or the points read. Go's

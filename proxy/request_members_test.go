@@ -44,3 +44,38 @@ func TestCheckChatRequestCaseVariants(t *testing.T) {
 		}
 	}
 }
+
+// Shapes no point could read are refused rather than sent on: tools a
+// policy could not name, input content that is neither text nor parts,
+// tool calls that are not objects.
+func TestCheckChatRequestShapes(t *testing.T) {
+	user := `{"role":"user","content":"hi"}`
+	for _, c := range []struct{ name, body, want string }{
+		{"tools a string", `{"model":"m","messages":[` + user + `],"tools":"x"}`, "'tools' must be an array"},
+		{"tools null element", `{"model":"m","messages":[` + user + `],"tools":[null]}`, "each of 'tools' must be an object"},
+		{"tool name a number", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":5}}]}`, "string 'function.name'"},
+		{"tool without function", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function"}]}`, "string 'function.name'"},
+		{"user content a number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "'content' must be a string or an array"},
+		{"user content parts not objects", `{"model":"m","messages":[{"role":"user","content":[5]}]}`, "'content' must be a string or an array"},
+		{"user without content", `{"model":"m","messages":[{"role":"user"}]}`, "'content' must be a string or an array"},
+		{"system content null", `{"model":"m","messages":[{"role":"system","content":null},` + user + `]}`, "system message's 'content'"},
+		{"tool_calls null element", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[null]}]}`, "'tool_calls' must be an object"},
+		{"tool_calls an object", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":{}}]}`, "'tool_calls' must be an array"},
+	} {
+		if got := checkChatRequest([]byte(c.body)); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	for _, ok := range []string{
+		`{"model":"m","messages":[` + user + `],"tools":null}`,
+		`{"model":"m","messages":[` + user + `],"tools":[]}`,
+		`{"model":"m","messages":[` + user + `],"tools":[{"type":"custom","custom":{"name":"grammar"}}]}`,
+		`{"model":"m","messages":[` + user + `],"tools":[{"function":{"name":"f"}}]}`,
+		`{"model":"m","messages":[` + user + `,{"role":"assistant","content":"x","tool_calls":null}]}`,
+		`{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"be brief"}]},` + user + `]}`,
+	} {
+		if got := checkChatRequest([]byte(ok)); got != "" {
+			t.Errorf("%s refused: %s", ok, got)
+		}
+	}
+}
