@@ -1921,7 +1921,11 @@ func checkTools(tools []byte) string {
 			return false
 		}
 		tr := gjson.ParseBytes(t)
-		if typ := tr.Get("type"); typ.Exists() && typ.Str != "function" {
+		switch typ := tr.Get("type"); {
+		case typ.Exists() && typ.Type != gjson.String:
+			bad = "each tool's 'type' must be a string"
+			return false
+		case typ.Str != "" && typ.Str != "function":
 			return true // another kind of tool (custom): not named by a function
 		}
 		if name := tr.Get("function.name"); name.Type != gjson.String || name.Str == "" {

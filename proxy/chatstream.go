@@ -2174,12 +2174,7 @@ func (r *rederiver) choice(c *rdChoice) error {
 		return err
 	}
 	if c.content.IsArray() {
-		var err error
-		c.content.ForEach(func(_, p gjson.Result) bool {
-			err = r.part(p)
-			return err == nil
-		})
-		if err != nil {
+		if err := r.parts(c.content); err != nil {
 			return err
 		}
 	}
@@ -2236,35 +2231,72 @@ func (r *rederiver) choice(c *rdChoice) error {
 	return nil
 }
 
-// part emits one content part: a text or thinking part of plain text in
-// pieces, one chunk each (the closed flag on the last), which a client that
-// merges a chunk's first part into the previous one of its kind assembles
-// whole, as Assemble does; any other part in one chunk, as it is. No chunk
-// then carries a whole long answer on one line.
-func (r *rederiver) part(p gjson.Result) error {
-	kind, text, closed := classifyPart(p)
-	if kind == partNone || text == "" {
-		return r.emit(func(b []byte) []byte {
-			b = append(b, `{"content":[`...)
-			b = appendCompact(b, p.Raw)
-			return append(b, `]}`...)
-		}, "null", "null")
-	}
-	n := 0
-	_ = eachPiece(text, r.opts.MaxPieceBytes, func(string) error { n++; return nil })
-	k := 0
-	return eachPiece(text, r.opts.MaxPieceBytes, func(piece string) error {
-		k++
-		cl := ""
-		if k == n {
-			cl = closed
+// parts emits content parts so that a client that merges a chunk's first
+// part into the previous one of its kind (as Assemble does) assembles them
+// as they are: a text or thinking part of plain text goes out in pieces
+// (the closed flag on the last), each piece after the first opening a
+// chunk, so it is merged into its own part; a part opens a chunk only
+// where it could not be merged into the one before (another kind, or
+// none), else it follows that part in the same chunk. Any other part goes
+// out as it is. So no chunk carries a long text part on one line (one
+// whose text part has other members still does).
+func (r *rederiver) parts(content gjson.Result) error {
+	var elems []byte // the open chunk's content elements, comma-joined
+	flush := func() error {
+		if len(elems) == 0 {
+			return nil
 		}
-		return r.emit(func(b []byte) []byte {
+		err := r.emit(func(b []byte) []byte {
 			b = append(b, `{"content":[`...)
-			b = appendPart(b, kind, bytesOf(piece), cl)
+			b = append(b, elems...)
 			return append(b, `]}`...)
 		}, "null", "null")
+		elems = elems[:0]
+		return err
+	}
+	sep := func() {
+		if len(elems) > 0 {
+			elems = append(elems, ',')
+		}
+	}
+	prev := partNone
+	var err error
+	content.ForEach(func(_, p gjson.Result) bool {
+		kind, text, closed := classifyPart(p)
+		if kind == partNone || kind != prev {
+			if err = flush(); err != nil {
+				return false
+			}
+		}
+		prev = kind
+		if kind == partNone || text == "" {
+			sep()
+			elems = appendCompact(elems, p.Raw)
+			return true
+		}
+		n := 0
+		_ = eachPiece(text, r.opts.MaxPieceBytes, func(string) error { n++; return nil })
+		k := 0
+		err = eachPiece(text, r.opts.MaxPieceBytes, func(piece string) error {
+			if k++; k > 1 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			cl := ""
+			if k == n {
+				cl = closed
+			}
+			sep()
+			elems = appendPart(elems, kind, bytesOf(piece), cl)
+			return nil
+		})
+		return err == nil
 	})
+	if err != nil {
+		return err
+	}
+	return flush()
 }
 
 // emptyOrNull gives the role chunk's placeholder: "" for a string field,

@@ -190,13 +190,13 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "upstream_error", "could not build upstream request", nil)
 		return
 	}
-	// The client's Accept-Encoding, or none, as it came: the answer is
-	// relayed as bytes, never read, so any coding reaches the client as
-	// the upstream chose it (the transport adds none of its own).
+	// The client's Accept-Encoding as it came: the answer is relayed as
+	// bytes, never read, so the coding the client asked for reaches it as
+	// the upstream chose it. A client that sent none keeps identity (none
+	// would accept any coding, RFC 9110 §12.5.3, which curl without
+	// --compressed, say, would not decode).
 	if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 {
 		out.Header["Accept-Encoding"] = slices.Clone(ae)
-	} else {
-		delete(out.Header, "Accept-Encoding")
 	}
 	resp, err := s.client.Do(out)
 	if err != nil {
