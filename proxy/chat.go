@@ -1820,7 +1820,7 @@ func checkChatRequest(body []byte) string {
 			bad = "each message must be an object with a string 'role'"
 			return false
 		}
-		role, toolCallID, toolCalls, variant := checkedMessageFields(m, true)
+		role, toolCallID, toolCalls, content, variant := checkedMessageFields(m, true)
 		if variant != "" {
 			bad = variant
 			return false
@@ -1864,10 +1864,7 @@ func checkChatRequest(body []byte) string {
 			// objects, is no content a point could read (the chat API
 			// refuses it too), and a lenient upstream might still show
 			// it to the model.
-			switch c := gjson.GetBytes(m, "content"); {
-			case c.Type == gjson.String:
-			case c.IsArray() && contentParts(c):
-			default:
+			if !textOrParts(content) {
 				bad = "each " + r + " message's 'content' must be a string or an array of content parts"
 			}
 		default:
@@ -1901,6 +1898,26 @@ func checkChatRequest(body []byte) string {
 		return "hooksproxy mediates one choice per request: 'n' must be 1"
 	}
 	return ""
+}
+
+// textOrParts reports whether raw (a message's content, nil when absent)
+// is a string or an array of objects, read from the raw bytes (no copy of
+// a long content).
+func textOrParts(raw []byte) bool {
+	switch {
+	case len(raw) == 0:
+		return false
+	case raw[0] == '"':
+		return true
+	case raw[0] != '[':
+		return false
+	}
+	ok := true
+	points.ForEachElement(raw, func(e []byte) bool {
+		ok = len(e) > 0 && e[0] == '{'
+		return ok
+	})
+	return ok
 }
 
 // checkTools refuses a tools member whose tools pre_model_call could not

@@ -51,14 +51,14 @@ func projectMessages(body []byte) []byte {
 // rawMessageFields are the raw role, tool_call_id and tool_calls of one
 // message (nil when absent), read in one member walk.
 func rawMessageFields(m []byte) (role, toolCallID, toolCalls []byte) {
-	role, toolCallID, toolCalls, _ = checkedMessageFields(m, false)
+	role, toolCallID, toolCalls, _, _ = checkedMessageFields(m, false)
 	return role, toolCallID, toolCalls
 }
 
 // checkedMessageFields is rawMessageFields that, with check, also names the first
 // member that differs from a mediated one only in case, in the message,
 // its content parts or its tool calls (bad; the walk stops there).
-func checkedMessageFields(m []byte, check bool) (role, toolCallID, toolCalls []byte, bad string) {
+func checkedMessageFields(m []byte, check bool) (role, toolCallID, toolCalls, content []byte, bad string) {
 	points.ForEachMember(m, func(name string, v []byte) bool {
 		switch name {
 		case "role":
@@ -71,6 +71,9 @@ func checkedMessageFields(m []byte, check bool) (role, toolCallID, toolCalls []b
 				bad = nestedCaseVariant(v, toolCallMembers, toolCallInner)
 			}
 		case "content":
+			if content == nil {
+				content = v
+			}
 			if check && len(v) > 0 && v[0] == '[' {
 				bad = nestedCaseVariant(v, partMembers, partInner)
 			}
@@ -81,7 +84,7 @@ func checkedMessageFields(m []byte, check bool) (role, toolCallID, toolCalls []b
 		}
 		return bad == ""
 	})
-	return role, toolCallID, toolCalls, bad
+	return role, toolCallID, toolCalls, content, bad
 }
 
 // messagesOf returns the request's messages, each a gjson view of its own
