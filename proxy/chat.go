@@ -1937,7 +1937,7 @@ func checkTools(tools []byte) string {
 			bad = "each of 'tools' must be an object"
 			return false
 		}
-		tr := gjson.ParseBytes(t)
+		tr := gjson.Parse(view(t))
 		switch typ := tr.Get("type"); {
 		case typ.Exists() && typ.Type != gjson.String:
 			bad = "each tool's 'type' must be a string"
