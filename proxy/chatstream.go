@@ -1956,7 +1956,7 @@ func (rc *rdChoice) parseMessage(m gjson.Result) error {
 	return forEachKey(m, func(k, v gjson.Result) error {
 		switch k.Str {
 		case "role", "content", "refusal":
-			if !isType(v, true, gjson.String) && !(k.Str == "content" && contentParts(v)) {
+			if !isType(v, true, gjson.String) && !(k.Str == "content" && v.IsArray() && textOrParts(bytesOf(v.Raw))) {
 				return errors.New("message." + k.Str + " is not a string")
 			}
 			switch k.Str {
@@ -2122,19 +2122,6 @@ func isHighSurrogate(hex string) bool {
 }
 
 func stringContents(v gjson.Result) string { return v.Raw[1 : len(v.Raw)-1] }
-
-// contentParts reports whether v is an array of objects, content parts.
-func contentParts(v gjson.Result) bool {
-	if !v.IsArray() {
-		return false
-	}
-	ok := true
-	v.ForEach(func(_, p gjson.Result) bool {
-		ok = p.IsObject()
-		return ok
-	})
-	return ok
-}
 
 func (r *rederiver) choice(c *rdChoice) error {
 	r.choice0 = append(r.choice0[:0], `{"index":`...)

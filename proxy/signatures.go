@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,14 +101,7 @@ func headerlessScope(h http.Header, agent string) string {
 var reasoningMembers = [...]string{"reasoning_content", "reasoning", "reasoning_details"}
 
 // isReasoningMember reports whether name is one of reasoningMembers.
-func isReasoningMember(name string) bool {
-	for _, m := range reasoningMembers {
-		if m == name {
-			return true
-		}
-	}
-	return false
-}
+func isReasoningMember(name string) bool { return slices.Contains(reasoningMembers[:], name) }
 
 // sigEntry is one tool call's extra_content and its answer's reasoning
 // members (raw JSON, an object of them; either may be nil) as the
