@@ -944,6 +944,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		// counts every status below 400 as a success and would decode the
 		// body as a completion (or an empty stream), silently.
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+		rn.logRefused("upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect", nil)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with a redirect, which hooksproxy does not follow", "upstream_redirect")
 		rn.end("error", false)
 		return false
@@ -980,13 +981,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 				// A provider failure answered as a 200 JSON error (as
 				// OpenRouter and LiteLLM do) to a streaming request: its
 				// message is passed on, as for a json request.
-				writeError(w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
-				rn.upstreamFailed()
+				rn.refuseAnswer(e.Message, e.code(), nil)
 				return false
 			}
 		}
-		writeError(w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
-		rn.upstreamFailed()
+		rn.refuseAnswer(msg, "upstream_invalid_response", nil)
 		return false
 	}
 	answer, length, ok := rn.decodedBody(ctx, resp, stream, upStart)
@@ -1042,7 +1041,11 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		}
 	} else {
 		t.completion, err = rn.readLent(io.LimitReader(answer, s.opts.MaxBufferedResponseBytes+1), length, s.opts.MaxBufferedResponseBytes)
-		s.opts.Metrics.UpstreamRequest(resp.StatusCode, false, time.Since(upStart))
+		code := resp.StatusCode
+		if err != nil && ctx.Err() == nil && !errors.Is(err, errBufferBudget) {
+			code = 0 // the body was cut or timed out: no response arrived, as for a stream
+		}
+		s.opts.Metrics.UpstreamRequest(code, false, time.Since(upStart))
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes {
 			rn.bodyFailed(ctx, mc, t.completion, err)
 			return false
@@ -1106,8 +1109,7 @@ func (rn *run) decodedBody(ctx context.Context, resp *http.Response, stream bool
 		msg = "upstream answered with Content-Encoding " + strconv.Quote(ce) + ", which hooksproxy does not decode; nothing of it was released"
 	}
 	rn.s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
-	writeError(rn.w, http.StatusBadGateway, "upstream_error", msg, "upstream_invalid_response")
-	rn.upstreamFailed()
+	rn.refuseAnswer(msg, "upstream_invalid_response", nil)
 	return nil, 0, false
 }
 
@@ -1227,6 +1229,25 @@ func (rn *run) streamBroken(detail, code string) {
 	rn.upstreamFailed()
 }
 
+// refuseAnswer answers 502 for an upstream answer that is neither passed
+// on nor judged (cut, not JSON, in the other framing, an error in a 200,
+// an encoding not decoded) and logs why: the client's error body and the
+// upstream metrics say that it happened, the log line says to which
+// session and request, and the cause.
+func (rn *run) refuseAnswer(msg string, code any, cause error) {
+	rn.logRefused(msg, code, cause)
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", msg, code)
+	rn.upstreamFailed()
+}
+
+func (rn *run) logRefused(msg string, code any, cause error) {
+	args := []any{"session", rn.sess.ps.ID(), "request_id", rn.requestID(), "code", code, "reason", msg}
+	if cause != nil {
+		args = append(args, "error", cause)
+	}
+	rn.s.log.Warn("upstream answer refused", args...)
+}
+
 // code is the error's code for an OpenAI-shaped body, or nil.
 func (e *UpstreamStreamError) code() any {
 	if e.Code == "" {
@@ -1238,7 +1259,7 @@ func (e *UpstreamStreamError) code() any {
 // bodyFailed answers a json answer that could not be read whole, is not
 // acceptable JSON or is over the buffer limit.
 func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, err error) {
-	s, em, sess, w := rn.s, rn.em, rn.sess, rn.w
+	s, em, sess := rn.s, rn.em, rn.sess
 	if ctx.Err() != nil {
 		rn.cancelled()
 		return
@@ -1257,8 +1278,7 @@ func (rn *run) bodyFailed(ctx context.Context, mc modelCall, completion []byte, 
 		case err != nil:
 			msg = "upstream body could not be read whole; nothing of it was released"
 		}
-		writeError(w, http.StatusBadGateway, "upstream_error", msg, code)
-		rn.upstreamFailed()
+		rn.refuseAnswer(msg, code, err)
 		return
 	}
 	rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream response unreadable or over max_buffered_response_bytes"))
@@ -1421,8 +1441,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		if e.Message == "" {
 			e.Message = "upstream answered 200 with an error body"
 		}
-		writeError(rn.w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
-		rn.upstreamFailed()
+		rn.refuseAnswer(e.Message, e.code(), nil)
 		return false
 	}
 	if u := gjson.ParseBytes(v.usage); u.IsObject() {
@@ -1467,8 +1486,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		// arguments that are a number or an array, or an id or name not a
 		// string: not the chat wire, which the points would judge as empty
 		// while the client gets it as sent. Refused as a stream with it is.
-		writeError(rn.w, http.StatusBadGateway, "upstream_error", "upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response")
-		rn.upstreamFailed()
+		rn.refuseAnswer("upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response", nil)
 		return false
 	}
 	// A tool call without an id (vLLM streams some so; Gemini's layer

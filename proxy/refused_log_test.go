@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/hooksproxy/hooksproxy/points"
+)
+
+// An upstream answer the proxy refuses (cut, not JSON, the other framing,
+// an error inside a 200, an encoding it does not decode, a redirect) is
+// answered 502, counted under the upstream metrics as what arrived (a
+// body cut short or timed out as "error", as for a stream), and logged
+// with the session, the request id and the cause: before, the json paths
+// left only "session ended" in the log and counted a cut body as a 200.
+func TestRefusedUpstreamAnswers(t *testing.T) {
+	const head = `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hel`
+	cut := func(w http.ResponseWriter, _ *http.Request) {
+		// Declares more than it sends, then drops the connection.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "4096")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, head)
+		w.(http.Flusher).Flush()
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			_ = buf.Flush()
+			_ = conn.(*net.TCPConn).SetLinger(0)
+			_ = conn.Close()
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		stream  bool
+		handler http.HandlerFunc
+		timeout time.Duration
+		code    string
+		metric  int
+	}{
+		{"json body cut short", false, cut, 0, "upstream_invalid_response", 0},
+		{"json body stalls past the timeout", false, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(200)
+			_, _ = io.WriteString(w, head)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}, 300 * time.Millisecond, "upstream_unavailable", 0},
+		{"json body not JSON", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, "<html>Bad gateway</html>")
+		}, 0, "upstream_invalid_response", 200},
+		{"error inside a 200", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"error":{"message":"Provider returned error","code":"provider_down"}}`)
+		}, 0, "provider_down", 200},
+		{"stream answered with a JSON error", true, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"error":{"message":"Provider returned error","code":"provider_down"}}`)
+		}, 0, "provider_down", 200},
+		{"json request answered with a stream", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: [DONE]\n\n")
+		}, 0, "upstream_invalid_response", 200},
+		{"unknown content encoding", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Content-Encoding", "br")
+			_, _ = io.WriteString(w, "xx")
+		}, 0, "upstream_invalid_response", 200},
+		{"redirect", false, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Location", "http://elsewhere.invalid/")
+			w.WriteHeader(http.StatusFound)
+		}, 0, "upstream_redirect", 302},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := httptest.NewServer(tc.handler)
+			defer up.Close()
+			var logs lockedBuffer
+			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Sink: points.NewMemorySink(0), Bindings: []points.Binding{allowAll()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(up.URL)
+			codes := &upstreamCodes{}
+			s := New(Options{Upstream: u, Emitter: em, Metrics: codes, UpstreamTimeout: tc.timeout,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			s.Start()
+			hs := httptest.NewServer(s)
+			defer func() { hs.Close(); s.Close() }()
+			body := hello
+			if tc.stream {
+				body = helloStream
+			}
+			r, b := post(t, hs.URL, body, "X-Request-Id", "req-refused-1")
+			if r.StatusCode != http.StatusBadGateway || gjson.GetBytes(b, "error.type").Str != "upstream_error" || gjson.GetBytes(b, "error.code").Str != tc.code {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			if strings.Contains(string(b), "Hel") {
+				t.Fatalf("part of the answer released: %s", b)
+			}
+			codes.mu.Lock()
+			got := append([]int(nil), codes.got...)
+			codes.mu.Unlock()
+			if len(got) != 1 || got[0] != tc.metric {
+				t.Fatalf("upstream metric codes %v, want [%d]", got, tc.metric)
+			}
+			var warn string
+			sc := bufio.NewScanner(strings.NewReader(logs.String()))
+			for sc.Scan() {
+				if l := sc.Text(); strings.Contains(l, "level=WARN") && strings.Contains(l, "upstream answer refused") {
+					warn = l
+				}
+			}
+			if !strings.Contains(warn, "request_id=req-refused-1") || !strings.Contains(warn, "session=") || !strings.Contains(warn, "code="+tc.code) {
+				t.Fatalf("no WARN line naming the request, session and code; logs:\n%s", logs.String())
+			}
+		})
+	}
+}
