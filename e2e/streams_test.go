@@ -21,8 +21,8 @@ import (
 // "unexpected EOF", CLIENTS-AND-SSE.md "Measured here") and counts every
 // stream that did not arrive whole. All counts must be zero.
 //
-// 2,000 streams by default; 200 with -short (the race detector makes the
-// full run slow on 2 cores).
+// 2,000 streams by default; 200 with -short (under -race the full run is
+// slow on 2 cores).
 func TestAbortedStreams(t *testing.T) {
 	n := 2000
 	if testing.Short() {
