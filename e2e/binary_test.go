@@ -57,6 +57,12 @@ func hooksproxyBinary(t *testing.T) string {
 var binDir string
 
 func TestMain(m *testing.M) {
+	// The review configs read their admin token from the environment; set
+	// once here rather than per test (t.Setenv), so that tests that only
+	// wait (in-flight holds) can run in parallel.
+	if err := os.Setenv("R2_ADMIN_TOKEN", r2Token); err != nil {
+		panic(err)
+	}
 	code := m.Run()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)

@@ -127,8 +127,7 @@ type r2env struct {
 // replaced) on a real http.Server in front of up.
 func r2start(t *testing.T, yaml, keyAt, extra string, up *r2up) *r2env {
 	t.Helper()
-	t.Setenv("R2_ADMIN_TOKEN", r2Token)
-	upSrv := httptest.NewServer(up)
+	upSrv := httptest.NewServer(up) // R2_ADMIN_TOKEN is set by TestMain
 	t.Cleanup(upSrv.Close)
 	spy := &r2spy{reasons: map[string][]string{}}
 	opts := app.Options{Extra: []app.Extra{func(r *config.MapRegistry) error {
@@ -1250,6 +1249,10 @@ func TestR2SessionEnding409(t *testing.T) {
 	for _, hold := range []time.Duration{1500 * time.Millisecond, 6 * time.Second} {
 		for _, cl := range r2clients {
 			t.Run(fmt.Sprintf("%s/inflight=%s", cl.name, hold), func(t *testing.T) {
+				// Each has its own proxy and upstream and mostly waits on
+				// its held request: in parallel, the test takes its longest
+				// case's time rather than the sum (24 s on 2 cores).
+				t.Parallel()
 				up := newR2up()
 				e := r2start(t, r2YAML, "post_model_call", "", up)
 				sid := "r2-ending-" + cl.name
