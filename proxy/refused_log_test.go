@@ -39,6 +39,11 @@ func TestRefusedUpstreamAnswers(t *testing.T) {
 			_ = conn.Close()
 		}
 	}
+	// OpenRouter's and LiteLLM's way of answering a provider failure.
+	errorIn200 := func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"error":{"message":"Provider returned error","code":"provider_down"}}`)
+	}
 	for _, tc := range []struct {
 		name    string
 		stream  bool
@@ -62,14 +67,8 @@ func TestRefusedUpstreamAnswers(t *testing.T) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, "<html>Bad gateway</html>")
 		}, 0, "upstream_invalid_response", 200},
-		{"error inside a 200", false, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"error":{"message":"Provider returned error","code":"provider_down"}}`)
-		}, 0, "provider_down", 200},
-		{"stream answered with a JSON error", true, func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = io.WriteString(w, `{"error":{"message":"Provider returned error","code":"provider_down"}}`)
-		}, 0, "provider_down", 200},
+		{"error inside a 200", false, errorIn200, 0, "provider_down", 200},
+		{"stream answered with a JSON error", true, errorIn200, 0, "provider_down", 200},
 		{"json request answered with a stream", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "data: [DONE]\n\n")
