@@ -158,6 +158,14 @@ func sharedEnds(a, b []byte) (pre, suf int) {
 		pre++
 	}
 suffix:
+	// Same word-at-a-time walk from the ends: the tails of successive
+	// chunks (finish_reason, usage, closing braces) are usually identical.
+	for suf+8 <= n-pre {
+		if x := binary.LittleEndian.Uint64(a[len(a)-suf-8:]) ^ binary.LittleEndian.Uint64(b[len(b)-suf-8:]); x != 0 {
+			return pre, suf + bits.LeadingZeros64(x)>>3
+		}
+		suf += 8
+	}
 	for suf < n-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
 		suf++
 	}

@@ -26,6 +26,44 @@ func TestSharedEnds(t *testing.T) {
 	}
 }
 
+// naiveSharedEnds is sharedEnds byte by byte, the reference FuzzSharedEnds
+// holds the word-wise loops to.
+func naiveSharedEnds(a, b []byte) (pre, suf int) {
+	n := min(len(a), len(b))
+	for pre < n && a[pre] == b[pre] {
+		pre++
+	}
+	for suf < n-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	return pre, suf
+}
+
+func FuzzSharedEnds(f *testing.F) {
+	f.Add([]byte(`{"id":"c","delta":{"content":"hello"}}`), []byte(`{"id":"c","delta":{"content":"world"}}`))
+	f.Add([]byte("abcdefghijklmnopqrstuvwxyz0123456789"), []byte("abcdefghijklmnopqrstuvwxyz0123456789"))
+	f.Add([]byte("0123456789abcdefXYZ0123456789abcdef"), []byte("0123456789abcdefQQ0123456789abcdef"))
+	f.Add([]byte("aaaaaaaaaaaaaaaaaaaa"), []byte("aaaaaaaaaa"))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		pre, suf := sharedEnds(a, b)
+		wp, ws := naiveSharedEnds(a, b)
+		if pre != wp || suf != ws {
+			t.Fatalf("sharedEnds(%q, %q) = %d, %d; want %d, %d", a, b, pre, suf, wp, ws)
+		}
+	})
+}
+
+// BenchmarkSharedEnds times one pair of successive content chunks shaped
+// like OpenAI's (without obfuscation padding, so the shared tail is long),
+// the comparison every stored stream event pays.
+func BenchmarkSharedEnds(b *testing.B) {
+	prev := []byte(`{"id":"chatcmpl-AxYz0123456789abcdefGHIJ","object":"chat.completion.chunk","created":1733000000,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_0123456789","choices":[{"index":0,"delta":{"content":" hello"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	next := []byte(`{"id":"chatcmpl-AxYz0123456789abcdefGHIJ","object":"chat.completion.chunk","created":1733000000,"model":"gpt-4o-mini-2024-07-18","service_tier":"default","system_fingerprint":"fp_0123456789","choices":[{"index":0,"delta":{"content":" world"},"logprobs":null,"finish_reason":null}],"usage":null}`)
+	for b.Loop() {
+		sharedEnds(prev, next)
+	}
+}
+
 // replayRoundTrip stores chunks built from pieces and checks that Replay
 // gives back every event's data, type and id exactly.
 func replayRoundTrip(t *testing.T, pieces [][]byte) {
