@@ -358,7 +358,8 @@ func decodeYAML(data []byte) (doc *yaml.Node, err error) {
 
 // yamlErrorLine is the line a YAML error is on (0: unknown). The parser's
 // syntax errors leave the line out exactly when their marks are on the
-// first line (it counts from zero and prints only non-zero ones); its
+// first line (it counts from zero and prints only non-zero ones, and only
+// the scanner's errors get one added); its
 // reader errors (a character YAML does not allow, bad UTF-8) never carry
 // one, so the first such character is looked for, by YAML's own rules; a
 // recovered panic is nowhere.
@@ -367,11 +368,15 @@ func yamlErrorLine(data []byte, err error) int {
 	if errors.As(err, &pe) {
 		return 0
 	}
-	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
 	msg := err.Error()
+	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		if yamlParserError(msg) {
+			n++ // the parser's own errors print its zero-based mark; the scanner's add one
+		}
+		// A mark at the end of the input may be past the last line.
+		return min(n, yamlLines(data))
+	}
 	if !strings.Contains(msg, "control characters") && !strings.Contains(msg, "UTF-8") && !strings.Contains(msg, "Unicode character") {
 		return 1
 	}
@@ -393,6 +398,55 @@ func yamlErrorLine(data []byte, err error) int {
 		i += size
 	}
 	return 0
+}
+
+// yamlLines is how many lines data has, by YAML's line breaks.
+func yamlLines(data []byte) int {
+	lines, open := 1, false
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		open = true
+		switch r {
+		case '\r':
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			fallthrough
+		case '\n', '\u0085', '\u2028', '\u2029':
+			lines++
+			open = false
+		}
+		i += size
+	}
+	if !open && lines > 1 {
+		lines-- // a final break ends the last line rather than starting one
+	}
+	return lines
+}
+
+// yamlParserProblems are the problems yaml.v3's parser (not its scanner)
+// reports: it prints their lines counted from zero.
+var yamlParserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"found undefined tag handle",
+	"did not find expected node content",
+	"did not find expected '-' indicator",
+	"did not find expected key",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found incompatible YAML document",
+	"found duplicate %TAG directive",
+}
+
+func yamlParserError(msg string) bool {
+	for _, p := range yamlParserProblems {
+		if strings.HasSuffix(msg, ": "+p) {
+			return true
+		}
+	}
+	return false
 }
 
 // yamlAllowed reports whether YAML's reader takes r (the printable set of

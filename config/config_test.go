@@ -233,6 +233,15 @@ func TestParseProblems(t *testing.T) {
 		{"not a mapping", "- a\n", []want{{"", 1, "must be a mapping"}}},
 		{"yaml syntax", good + "records: {file: [\n", []want{{"", 10, "did not find expected node content"}}},
 		{"yaml syntax on line 1", "\t bad yaml: [", []want{{"", 1, "cannot start any token"}}},
+		// The parser's errors (unlike the scanner's) print zero-based lines.
+		{"flow mapping not closed", good + "x: {a[0]: 1}\n", []want{{"", 10, "did not find expected ',' or '}'"}}},
+		{"flow sequence not closed", good + "x: [a, b\ny: 1\n", []want{{"", 10, "did not find expected ',' or ']'"}}},
+		{"block mapping broken", "a: 1\nb:\n  c: 2\n  - d\n", []want{{"", 3, "did not find expected key"}}},
+		{"block mapping broken, CR breaks", "a: 1\rb:\r  c: 2\r  - d", []want{{"", 3, "did not find expected key"}}},
+		{"node content at the end", "a: 1\nb: [", []want{{"", 2, "did not find expected node content"}}},
+		{"unclosed quote at the end", "a: 1\nb: \"\n", []want{{"", 2, "found unexpected end of stream"}}},
+		{"mapping values on line 3", "a: 1\nb: 2\nc: d: e\n", []want{{"", 3, "mapping values are not allowed"}}},
+
 		{"control character on line 11", good + "listen: 127.0.0.1:1\nrecords: {file: \"a\x01b\"}\n", []want{{"", 11, "control characters"}}},
 		{"bad UTF-8 on line 10", good + "listen: \xff\n", []want{{"", 10, "UTF-8"}}},
 		{"U+FFFE on line 2", "a: 1\nb: \"\xef\xbf\xbe\"\n", []want{{"", 2, "control characters"}}},
@@ -456,6 +465,14 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("error %v is not *Problems", err)
 			}
 			_ = ps.Error()
+			// A problem's line is in the file (0 when unknown).
+			if n := yamlLines(data); len(data) <= maxConfigBytes {
+				for _, pr := range ps.List {
+					if pr.Line < 0 || pr.Line > n {
+						t.Fatalf("problem %+v is past the file's %d lines", pr, n)
+					}
+				}
+			}
 			return
 		}
 		if cfg == nil || cfg.Hooks == nil || cfg.Agent.ID == "" || cfg.Upstream.BaseURL == "" {

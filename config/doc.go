@@ -50,7 +50,9 @@
 //	  max_context_bytes: (unset)      one serialized context; unset: twice the larger
 //	                                  of max_request_bytes and max_buffered_response_bytes
 //	                                  plus 1MiB, at least 5MiB
-//	passthrough: []                   exact paths, or a prefix ending in *; none may
+//	passthrough: []                   exact paths, or a prefix ending in *, which
+//	                                  covers whole segments (/v1/files* is /v1/files
+//	                                  and /v1/files/..., not /v1/filesystem); none may
 //	                                  cover /v1/chat/completions, /v1/responses,
 //	                                  /v1/messages, /agent-hooks, /healthz, /readyz,
 //	                                  nor a chat API under another root (an entry

@@ -1335,11 +1335,14 @@ func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, str
 		return nil, time.Time{}, false
 	}
 	if err != nil {
-		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		if ctx.Err() != nil {
-			rn.cancelled() // the client went away, or the server is closing
+			// The client went away, or the server is closing: the call was
+			// abandoned before any answer, which says nothing of the
+			// upstream's health, so it is not counted as its error.
+			rn.cancelled()
 			return nil, time.Time{}, false
 		}
+		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		s.log.Warn("upstream call failed", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", err)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		rn.upstreamFailed()

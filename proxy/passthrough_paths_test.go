@@ -60,6 +60,8 @@ func TestPassthroughPaths(t *testing.T) {
 	}{
 		{"/v1/models", true},
 		{"/v1/files/file-abc", true},
+		{"/v1/files", true},                   // a prefix covers whole segments:
+		{"/v1/filesystem", false},             // the README's own example
 		{"/v1/files/ft%3Agpt-4o%3Aorg", true}, // an encoded ':' decodes to itself
 		{"/v1/files/missing", true},
 		{"/v1/files/%252e%252e/chat/completions", false},
@@ -101,7 +103,7 @@ func TestPassthroughPaths(t *testing.T) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.passthrough[200] != 3 || m.passthrough[404] != 1 || len(m.passthrough) != 2 {
-		t.Errorf("passthrough counts %v, want 3 of 200 and 1 of 404", m.passthrough)
+	if m.passthrough[200] != 4 || m.passthrough[404] != 1 || len(m.passthrough) != 2 {
+		t.Errorf("passthrough counts %v, want 4 of 200 and 1 of 404", m.passthrough)
 	}
 }

@@ -346,3 +346,70 @@ func TestUpstreamInvalidJSONIsAnUpstreamError(t *testing.T) {
 		t.Fatalf("%d %s", r.StatusCode, b)
 	}
 }
+
+// A model call the client abandons before any answer says nothing of the
+// upstream's health: it is not counted as the upstream's error, while one
+// that times out is.
+func TestAbandonedCallIsNotAnUpstreamError(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The server notices a closed connection only once the body is read.
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	defer up.Close()
+
+	t.Run("client gone", func(t *testing.T) {
+		p := newProxy(t, up.URL, allowAll())
+		codes := &upstreamCodes{}
+		p.srv.opts.Metrics = codes
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
+		req.Header.Set("Content-Type", "application/json")
+		done := make(chan error, 1)
+		go func() {
+			resp, err := http.DefaultClient.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		<-arrived
+		cancel()
+		if err := <-done; err == nil {
+			t.Fatal("the cancelled request got an answer")
+		}
+		// The run ends with the session's shutdown record.
+		for i := 0; i < 500 && count(p.sink, points.AgentShutdown) == 0; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if count(p.sink, points.AgentShutdown) == 0 {
+			t.Fatal("no agent_shutdown record for the abandoned run")
+		}
+		codes.mu.Lock()
+		defer codes.mu.Unlock()
+		if len(codes.got) != 0 {
+			t.Fatalf("abandoned call counted under %v", codes.got)
+		}
+	})
+	t.Run("upstream timeout", func(t *testing.T) {
+		p := newProxy(t, up.URL, allowAll())
+		codes := &upstreamCodes{}
+		p.srv.opts.Metrics = codes
+		p.srv.opts.UpstreamTimeout = 100 * time.Millisecond
+		r, b := post(t, p.URL, hello)
+		<-arrived
+		if r.StatusCode != http.StatusBadGateway || gjson.GetBytes(b, "error.code").Str != "upstream_unavailable" {
+			t.Fatalf("%d %s", r.StatusCode, b)
+		}
+		codes.mu.Lock()
+		defer codes.mu.Unlock()
+		if len(codes.got) != 1 || codes.got[0] != 0 {
+			t.Fatalf("timed-out call counted under %v, want [0] (error)", codes.got)
+		}
+	})
+}
