@@ -1451,6 +1451,13 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
 	}
 
+	if v.badShape {
+		// Refused as a stream with such a chunk is: a member released as
+		// sent that the points could not have judged as sent.
+		rn.refuseAnswer("upstream answered a choice, message, finish_reason or id of a type the chat wire does not have; nothing of it was released", "upstream_invalid_response", nil)
+		return false
+	}
+
 	// Only choice 0 is judged, so a response with more choices fails closed
 	// rather than release an unjudged one.
 	if v.nChoices != 1 {

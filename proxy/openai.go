@@ -284,7 +284,12 @@ type completionView struct {
 	// objectArgs: arguments sent as a JSON object (llama.cpp's server can),
 	// which the proxy turns into the string the chat wire has.
 	foreignTool, toolExtras, badToolShape, objectArgs bool
-	missingCallID                                     bool // a tool call with no id, a null or an empty one
+	// badShape: a member the release keeps as sent has a type the chat
+	// wire does not (a choice or message that is not an object, a
+	// finish_reason object, an object id): the points would judge it as
+	// empty or as a default while the client got it whole.
+	badShape      bool
+	missingCallID bool // a tool call with no id, a null or an empty one
 	// roleFix: message.role is not "assistant" (no point judges it, so
 	// it is released as "assistant"); usageText: usage holds a string
 	// somewhere, which no point judges (its counts are projected), so
@@ -314,7 +319,11 @@ func viewCompletion(completion []byte) completionView {
 			}
 			v.usage = firstOf(v.usage, val)
 			v.usageText = v.usageText || hasStringValue(val)
-		case "id", "object", "created", "service_tier", "system_fingerprint", "prompt_filter_results":
+		case "id", "object", "service_tier", "system_fingerprint":
+			v.badShape = v.badShape || !stringOrNull(val)
+		case "created":
+			v.badShape = v.badShape || !numberOrNull(val)
+		case "prompt_filter_results":
 		default:
 			if string(val) != "null" {
 				v.unjudgedTop = append(v.unjudgedTop, name)
@@ -330,15 +339,23 @@ func viewCompletion(completion []byte) completionView {
 		v.nChoices++
 		return true
 	})
+	if v.nChoices > 0 && (len(choice0) == 0 || choice0[0] != '{') {
+		v.badShape = true
+	}
 	points.ForEachMember(choice0, func(name string, val []byte) bool {
 		switch name {
 		case "message":
+			v.badShape = v.badShape || !objectOrNull(val)
 			v.message = firstOf(v.message, val)
 		case "finish_reason":
+			v.badShape = v.badShape || !stringOrNull(val)
 			v.finishReason = firstOf(v.finishReason, val)
 		case "logprobs":
+			v.badShape = v.badShape || !objectOrNull(val)
 			v.logprobs = firstOf(v.logprobs, val)
-		case "index", "content_filter_results":
+		case "index":
+			v.badShape = v.badShape || !numberOrNull(val)
+		case "content_filter_results":
 		default:
 			if string(val) != "null" {
 				v.unjudgedChoice = append(v.unjudgedChoice, name)
@@ -447,6 +464,14 @@ func stringifyObjectArgs(completion []byte) ([]byte, error) {
 
 // stringOrNull reports whether raw is a JSON string or null.
 func stringOrNull(raw []byte) bool { return len(raw) > 0 && (raw[0] == '"' || string(raw) == "null") }
+
+// objectOrNull reports whether raw is a JSON object or null.
+func objectOrNull(raw []byte) bool { return len(raw) > 0 && (raw[0] == '{' || string(raw) == "null") }
+
+// numberOrNull reports whether raw is a JSON number or null.
+func numberOrNull(raw []byte) bool {
+	return len(raw) > 0 && (raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9' || string(raw) == "null")
+}
 
 // isNull reports whether raw is absent or JSON null.
 func isNull(raw []byte) bool { return raw == nil || string(raw) == "null" }
