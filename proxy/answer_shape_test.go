@@ -1,8 +1,13 @@
 package proxy
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -44,5 +49,62 @@ func TestAnswerOfWrongShapeIsRefused(t *testing.T) {
 		if resp, body := post(t, p.URL, hello); resp.StatusCode != 200 {
 			t.Fatalf("%s: %d %s", answer, resp.StatusCode, body)
 		}
+	}
+}
+
+// An upstream that switches protocols (101, the one 1xx the transport
+// hands back, its body the raw connection) or answers a status HTTP does
+// not have gets the client a 502 at once, not a bodiless 101 it would wait
+// on.
+func TestUpstreamStatusWithoutAnAnswer(t *testing.T) {
+	for _, status := range []string{"101 Switching Protocols", "999 Whatever"} {
+		t.Run(status, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			go func() {
+				for {
+					c, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						defer c.Close()
+						br := bufio.NewReader(c)
+						req, err := http.ReadRequest(br)
+						if err != nil {
+							return
+						}
+						_, _ = io.Copy(io.Discard, req.Body)
+						_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n")
+						// Hold the connection open, as an upgraded one is.
+						_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+						_, _ = io.Copy(io.Discard, c)
+					}()
+				}
+			}()
+			p := newProxy(t, "http://"+ln.Addr().String(), allowAll())
+			codes := &upstreamCodes{}
+			p.srv.opts.Metrics = codes
+			client := &http.Client{Timeout: 5 * time.Second}
+			req, _ := http.NewRequest("POST", p.URL+"/v1/chat/completions", strings.NewReader(hello))
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_invalid_response" {
+				t.Fatalf("%d %s", resp.StatusCode, body)
+			}
+			codes.mu.Lock()
+			defer codes.mu.Unlock()
+			if len(codes.got) != 1 || codes.got[0] != 0 {
+				t.Fatalf("counted under %v, want [0] (error)", codes.got)
+			}
+		})
 	}
 }

@@ -949,6 +949,15 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		rn.end("error", false)
 		return false
 	}
+	if resp.StatusCode < 200 || resp.StatusCode > 599 {
+		// A 101 (the only 1xx the transport hands back: its body is the
+		// raw connection) or a status HTTP does not have: no answer, and
+		// not one a client could take as final either. The body is not
+		// read.
+		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
+		rn.refuseAnswer("upstream answered with status "+strconv.Itoa(resp.StatusCode)+", which is no answer to a chat completion; nothing of it was released", "upstream_invalid_response", nil)
+		return false
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
