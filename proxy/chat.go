@@ -1364,9 +1364,11 @@ func (rn *run) callUpstream(ctx, uctx context.Context, body []byte, t *turn, str
 // whatever the answer turns out to be: one header line listing every
 // upstream call's id in order, the proxy's own continuations and retries
 // included (a client that reads one line of a repeated header would miss
-// some).
+// some). An id that is not a sane token (or holds the list's comma) is
+// left out: the header reaches the client even on a deny, so it must not
+// carry the upstream's text.
 func noteUpstreamID(w http.ResponseWriter, resp *http.Response) {
-	if id := resp.Header.Get("X-Request-Id"); id != "" {
+	if id := resp.Header.Get("X-Request-Id"); saneID(id) && !strings.Contains(id, ",") {
 		if have := w.Header().Get("X-Upstream-Request-Id"); have != "" {
 			id = have + ", " + id
 		}
@@ -2141,9 +2143,15 @@ func hasText(text []byte) bool {
 // makes one, and echoes it on the response.
 func requestID(w http.ResponseWriter, r *http.Request) string {
 	id := r.Header.Get("X-Request-Id")
-	if len(id) == 0 || len(id) > 128 || strings.ContainsFunc(id, func(c rune) bool { return c < 0x21 || c > 0x7e }) {
+	if !saneID(id) {
 		id = newID("hpr_")
 	}
 	w.Header().Set("X-Request-Id", id)
 	return id
+}
+
+// saneID reports whether id is a request id worth passing on: 1 to 128
+// visible ASCII characters.
+func saneID(id string) bool {
+	return len(id) > 0 && len(id) <= 128 && !strings.ContainsFunc(id, func(c rune) bool { return c < 0x21 || c > 0x7e })
 }

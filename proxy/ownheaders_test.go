@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -55,5 +56,30 @@ func TestOwnHeadersNotDuplicated(t *testing.T) {
 				t.Errorf("Openai-Processing-Ms %q: upstream headers must still pass", got)
 			}
 		})
+	}
+}
+
+// The upstream's request id reaches the client even on a deny, so only a
+// sane token is passed on as X-Upstream-Request-Id.
+func TestUpstreamRequestIDMustBeAToken(t *testing.T) {
+	for _, tc := range []struct{ id, want string }{
+		{"req_abc123", "req_abc123"},
+		{"the secret is sk-proj-abc", ""},
+		{"a,b", ""},
+		{strings.Repeat("x", 129), ""},
+		{strings.Repeat("x", 128), strings.Repeat("x", 128)},
+	} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadAll(r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("X-Request-Id", tc.id)
+			_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}]}`)
+		}))
+		hs := newProxy(t, up.URL, allowAll())
+		resp, _ := post(t, hs.URL, hello)
+		up.Close()
+		if got := resp.Header.Get("X-Upstream-Request-Id"); got != tc.want {
+			t.Errorf("upstream id %q: X-Upstream-Request-Id %q, want %q", tc.id, got, tc.want)
+		}
 	}
 }
