@@ -55,7 +55,7 @@ func TestAnswerOfWrongShapeIsRefused(t *testing.T) {
 // An upstream that switches protocols (101, the one 1xx the transport
 // hands back, its body the raw connection) or answers a status HTTP does
 // not have gets the client a 502 at once, not a bodiless 101 it would wait
-// on.
+// on: on the mediated route and on a passthrough path.
 func TestUpstreamStatusWithoutAnAnswer(t *testing.T) {
 	for _, status := range []string{"101 Switching Protocols", "999 Whatever"} {
 		t.Run(status, func(t *testing.T) {
@@ -73,15 +73,20 @@ func TestUpstreamStatusWithoutAnAnswer(t *testing.T) {
 					go func() {
 						defer c.Close()
 						br := bufio.NewReader(c)
-						req, err := http.ReadRequest(br)
-						if err != nil {
-							return
+						for {
+							req, err := http.ReadRequest(br)
+							if err != nil {
+								return
+							}
+							_, _ = io.Copy(io.Discard, req.Body)
+							_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n")
+							if strings.HasPrefix(status, "101") {
+								// Hold the connection open, as an upgraded one is.
+								_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+								_, _ = io.Copy(io.Discard, c)
+								return
+							}
 						}
-						_, _ = io.Copy(io.Discard, req.Body)
-						_, _ = io.WriteString(c, "HTTP/1.1 "+status+"\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 0\r\n\r\n")
-						// Hold the connection open, as an upgraded one is.
-						_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-						_, _ = io.Copy(io.Discard, c)
 					}()
 				}
 			}()
@@ -104,6 +109,16 @@ func TestUpstreamStatusWithoutAnAnswer(t *testing.T) {
 			defer codes.mu.Unlock()
 			if len(codes.got) != 1 || codes.got[0] != 0 {
 				t.Fatalf("counted under %v, want [0] (error)", codes.got)
+			}
+			// Passthrough carries no upgrade either.
+			resp, err = client.Get(p.URL + "/v1/models")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_invalid_response" {
+				t.Fatalf("passthrough: %d %s", resp.StatusCode, body)
 			}
 		})
 	}

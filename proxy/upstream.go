@@ -205,6 +205,14 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 599 {
+		// A 101's body is the raw connection, which is not carried (no
+		// upgrades pass through), and a status HTTP does not have is no
+		// answer: either would leave the client waiting.
+		s.opts.Metrics.PassthroughRequest(0)
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream answered with status "+strconv.Itoa(resp.StatusCode)+", which passthrough does not carry", "upstream_invalid_response")
+		return
+	}
 	s.opts.Metrics.PassthroughRequest(resp.StatusCode)
 	copyRawHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
