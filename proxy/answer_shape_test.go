@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,8 @@ func TestAnswerOfWrongShapeIsRefused(t *testing.T) {
 		{"created string", `{"id":"c","object":"chat.completion","created":"the secret","model":"m","choices":[{"index":0,` + msg + `,"finish_reason":"stop"}]}`},
 		{"system_fingerprint object", `{"id":"c","object":"chat.completion","created":1,"model":"m","system_fingerprint":{"x":"the secret"},"choices":[{"index":0,` + msg + `,"finish_reason":"stop"}]}`},
 		{"index object", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":{"x":"the secret"},` + msg + `,"finish_reason":"stop"}]}`},
+		{"tool call string", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":["the secret"]},"finish_reason":"tool_calls"}]}`},
+		{"tool call null", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"the secret","tool_calls":[null]},"finish_reason":"tool_calls"}]}`},
 		{"logprobs string", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,` + msg + `,"logprobs":"the secret","finish_reason":"stop"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,14 +66,36 @@ func TestUpstreamStatusWithoutAnAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer ln.Close()
+			// Every connection is closed and every goroutine gone when the
+			// test ends (the stress tests count goroutines).
+			var (
+				wg    sync.WaitGroup
+				mu    sync.Mutex
+				conns []net.Conn
+			)
+			t.Cleanup(func() {
+				ln.Close()
+				mu.Lock()
+				for _, c := range conns {
+					c.Close()
+				}
+				mu.Unlock()
+				wg.Wait()
+			})
+			wg.Add(1)
 			go func() {
+				defer wg.Done()
 				for {
 					c, err := ln.Accept()
 					if err != nil {
 						return
 					}
+					mu.Lock()
+					conns = append(conns, c)
+					mu.Unlock()
+					wg.Add(1)
 					go func() {
+						defer wg.Done()
 						defer c.Close()
 						br := bufio.NewReader(c)
 						for {

@@ -1507,7 +1507,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		// arguments that are a number or an array, or an id or name not a
 		// string: not the chat wire, which the points would judge as empty
 		// while the client gets it as sent. Refused as a stream with it is.
-		rn.refuseAnswer("upstream answered a tool call whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response", nil)
+		rn.refuseAnswer("upstream answered a tool call that is not an object, or whose id, name or arguments is not a string; nothing of it was released", "upstream_invalid_response", nil)
 		return false
 	}
 	// A tool call without an id (vLLM streams some so; Gemini's layer

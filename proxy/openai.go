@@ -399,6 +399,10 @@ func viewCompletion(completion []byte) completionView {
 	// Tool calls: only function calls are judged, and of them only id,
 	// name and arguments; other members are released only re-built.
 	points.ForEachElement(v.toolCalls, func(c []byte) bool {
+		if len(c) == 0 || c[0] != '{' {
+			v.badToolShape = true // a call that is not an object: nothing to judge
+			return false
+		}
 		var id []byte
 		points.ForEachMember(c, func(name string, val []byte) bool {
 			switch name {
