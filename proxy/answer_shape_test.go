@@ -31,6 +31,7 @@ func TestAnswerOfWrongShapeIsRefused(t *testing.T) {
 		{"index object", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":{"x":"the secret"},` + msg + `,"finish_reason":"stop"}]}`},
 		{"tool call string", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":["the secret"]},"finish_reason":"tool_calls"}]}`},
 		{"tool call null", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"the secret","tool_calls":[null]},"finish_reason":"tool_calls"}]}`},
+		{"tool name with NUL", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"shell\u0000exec the secret","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`},
 		{"logprobs string", `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,` + msg + `,"logprobs":"the secret","finish_reason":"stop"}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,6 +43,15 @@ func TestAnswerOfWrongShapeIsRefused(t *testing.T) {
 			}
 		})
 	}
+	// The same tool name in a stream.
+	sse := "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"shell\\u0000exec the secret\",\"arguments\":\"{}\"}}]},\"finish_reason\":null}]}\n\n" +
+		"data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	up, _ := upstream(t, sse, true, 1<<20)
+	p := newProxy(t, up.URL, allowAll())
+	if resp, body := post(t, p.URL, helloStream); resp.StatusCode != 502 || gjson.GetBytes(body, "error.code").Str != "upstream_invalid_response" || strings.Contains(string(body), "secret") {
+		t.Fatalf("stream: %d %s", resp.StatusCode, body)
+	}
+
 	// The shapes the wire has pass: nulls where members may be null.
 	for _, answer := range []string{
 		`{"id":"c","object":"chat.completion","created":1,"model":"m","system_fingerprint":null,"service_tier":null,"choices":[{"index":0,` + msg + `,"logprobs":null,"finish_reason":null}]}`,

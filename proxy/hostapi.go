@@ -199,8 +199,8 @@ func (s *Server) hostPre(w http.ResponseWriter, r *http.Request) {
 	}
 	name := body.Get("name")
 	args := body.Get("args")
-	if name.Type != gjson.String || name.Str == "" {
-		s.refuse(w, http.StatusBadRequest, "'name' must be a non-empty string", "invalid_request")
+	if name.Type != gjson.String || name.Str == "" || hasControl(name.Str) {
+		s.refuse(w, http.StatusBadRequest, "'name' must be a non-empty string without control characters", "invalid_request")
 		return
 	}
 	var argsRaw []byte

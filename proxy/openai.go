@@ -427,7 +427,7 @@ func viewCompletion(completion []byte) completionView {
 							v.badToolShape = v.badToolShape || !stringOrNull(fv)
 						}
 					case "name":
-						v.badToolShape = v.badToolShape || !stringOrNull(fv)
+						v.badToolShape = v.badToolShape || !stringOrNull(fv) || controlInName(fv)
 					default:
 						v.toolExtras = true
 					}
@@ -468,6 +468,21 @@ func stringifyObjectArgs(completion []byte) ([]byte, error) {
 
 // stringOrNull reports whether raw is a JSON string or null.
 func stringOrNull(raw []byte) bool { return len(raw) > 0 && (raw[0] == '"' || string(raw) == "null") }
+
+// controlInName reports whether raw, a JSON string, holds a control
+// character (only escaped ones can be there): no tool is named so, and a
+// host that cuts a name at NUL would run another tool than the one judged.
+func controlInName(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return false
+	}
+	return hasControl(gjson.ParseBytes(raw).Str)
+}
+
+// hasControl reports whether s holds a C0 control character or DEL.
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(c rune) bool { return c < 0x20 || c == 0x7f })
+}
 
 // objectOrNull reports whether raw is a JSON object or null.
 func objectOrNull(raw []byte) bool { return len(raw) > 0 && (raw[0] == '{' || string(raw) == "null") }

@@ -195,6 +195,13 @@ func TestHostAPI(t *testing.T) {
 		gjson.GetBytes(b, "control_error.error").Str != "Tool call blocked by agent-hooks at pre_tool_call." || strings.Contains(string(b), "rm -rf") {
 		t.Fatalf("deny: %s", b)
 	}
+	// A name with a control character is no tool's: a host that cuts it
+	// at the NUL would run shell where shell\u0000exec was judged.
+	for _, name := range []string{`shell\u0000exec`, `shell\nexec`, `shell\u007f`} {
+		if r, b := hostCall(t, base+"cx/pre", `{"name":"`+name+`","args":{}}`); r.StatusCode != 400 || gjson.GetBytes(b, "error.code").Str != "invalid_request" {
+			t.Fatalf("name %s: %d %s", name, r.StatusCode, b)
+		}
+	}
 	r, b = hostCall(t, base+"c1/post", `{"name":"shell","args":{},"result":"x"}`)
 	if r.StatusCode != 409 {
 		t.Fatalf("post after denied pre: %d %s", r.StatusCode, b)
