@@ -1465,7 +1465,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	if v.badShape {
 		// Refused as a stream with such a chunk is: a member released as
 		// sent that the points could not have judged as sent.
-		rn.refuseAnswer("upstream answered a choice, message, finish_reason or id of a type the chat wire does not have; nothing of it was released", "upstream_invalid_response", nil)
+		rn.refuseAnswer("upstream answered a choice, message, finish_reason, logprobs, index, id, object, created, service_tier or system_fingerprint of a type the chat wire does not have; nothing of it was released", "upstream_invalid_response", nil)
 		return false
 	}
 

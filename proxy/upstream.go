@@ -200,6 +200,9 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := s.client.Do(out)
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client went away: no answer, and not the upstream's error
+		}
 		s.opts.Metrics.PassthroughRequest(0)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream unreachable or timed out", "upstream_unavailable")
 		return

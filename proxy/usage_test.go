@@ -396,6 +396,33 @@ func TestAbandonedCallIsNotAnUpstreamError(t *testing.T) {
 			t.Fatalf("abandoned call counted under %v", codes.got)
 		}
 	})
+	t.Run("client gone from a passthrough", func(t *testing.T) {
+		p := newProxy(t, up.URL, allowAll())
+		m := &countingMetrics{passthrough: map[int]int{}}
+		p.srv.opts.Metrics = m
+		// Served by hand, to know when the proxy's handler has returned.
+		served := make(chan struct{}, 1)
+		hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			p.srv.ServeHTTP(w, r)
+			served <- struct{}{}
+		}))
+		defer hs.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", hs.URL+"/v1/models", nil)
+		go func() {
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		<-arrived
+		cancel()
+		<-served
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if len(m.passthrough) != 0 {
+			t.Fatalf("abandoned passthrough counted under %v", m.passthrough)
+		}
+	})
 	t.Run("upstream timeout", func(t *testing.T) {
 		p := newProxy(t, up.URL, allowAll())
 		codes := &upstreamCodes{}
