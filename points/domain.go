@@ -237,26 +237,38 @@ func (s *scanner) path() string {
 	return b.String()
 }
 
-// writeMember appends a member segment, withholding names that are not
-// short identifiers: a name can itself be payload.
+// writeMember appends a member segment. Only names the contract and the
+// chat wire define are shown: any other name is the agent's or the model's
+// own data (a tool argument, a JSON answer's key), and a name can itself
+// be payload, which a record and a control error must not carry (§10.3,
+// §6.3). The rest read "[*]".
 func writeMember(b *strings.Builder, name []byte) {
-	if len(name) == 0 || len(name) > 64 || !isIdentStart(name[0]) {
+	if !pathNames[string(name)] {
 		b.WriteString("[*]")
 		return
-	}
-	for _, c := range name {
-		if !isMemberChar(c) {
-			b.WriteString("[*]")
-			return
-		}
 	}
 	b.WriteByte('.')
 	b.Write(name)
 }
 
-func isIdentStart(c byte) bool {
-	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
-}
+// pathNames are the member names a domain error's path may show: those of
+// the spec's context schema and of the OpenAI chat messages and tool
+// definitions the proxy puts in contexts.
+var pathNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Fields(`actor agent agent_init args budgets completion_tokens content
+		content_hash cost_usd description duration_ms duration_seconds elapsed_seconds errors
+		extensions finish_reason framework id input interception_point is_error kind messages model
+		name output params prompt_tokens reason request_id response role schema sequence session
+		span_id spec started_at summary target tenant timestamp token_count tool_call
+		tool_call_count tool_calls tool_result tools tools_registered trace trace_id turn usage
+		value vendor version
+		tool_call_id type function arguments refusal text image_url url detail audio input_audio
+		data format file file_id filename parameters strict total_tokens`) {
+		m[n] = true
+	}
+	return m
+}()
 
 func (s *scanner) push(object bool) {
 	if s.n == len(s.stack) {

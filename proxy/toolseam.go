@@ -81,7 +81,10 @@ func controlError(p points.Point, v points.Verdict) json.RawMessage {
 	}
 	b := []byte(`{"error":"Tool call blocked by agent-hooks at ` + string(p) + `.","reason":`)
 	b = appendString(b, reason)
-	if v.Message != "" {
+	if v.Message != "" && reason != string(points.ReasonContextInvalid) {
+		// As on a 403 (writeBlockedRetry): context_invalid's detail names
+		// a path into the call or result it refused, so it stays on the
+		// record.
 		b = append(b, `,"message":`...)
 		b = appendString(b, v.Message)
 	}

@@ -372,3 +372,49 @@ func TestWithheldCallCarriedByTheAgent(t *testing.T) {
 		})
 	}
 }
+
+// A tool result refused as context_invalid (an integer past 2^53 under a
+// member of its own) is discarded: the control error the model gets in its
+// place, and the record, name neither the member nor the value (§6.1,
+// §6.3, §10.3). Names are data too, identifier-shaped ones included.
+func TestRefusedResultNamesNothingOfIt(t *testing.T) {
+	up, got := seqUpstream(t, twoCalls("search", "search"), plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	sid := "sess-refused-result"
+	if r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("first answer %d: %s", r.StatusCode, b)
+	}
+	const secret = "acct_secret_4111111111111111"
+	result := `{\"` + secret + `\": 9007199254740993}`
+	follow := `{"model":"m","messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"search","arguments":"{\"q\":\"one\"}"}},` +
+		`{"id":"call_b","type":"function","function":{"name":"search","arguments":"{\"q\":\"two\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_a","content":"` + result + `"},{"role":"tool","tool_call_id":"call_b","content":"ok"}]}`
+	if r, b := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("follow-up %d: %s", r.StatusCode, b)
+	}
+	sent := got()
+	if len(sent) < 2 {
+		t.Fatalf("the upstream saw %d calls, want 2", len(sent))
+	}
+	ctrl := gjson.Get(sent[1], `messages.#(tool_call_id=="call_a").content`).Str
+	if !strings.Contains(ctrl, "host_error:context_invalid") {
+		t.Fatalf("the model got %q for call_a, want the control error", ctrl)
+	}
+	if strings.Contains(sent[1], secret) || strings.Contains(sent[1], "9007199254740993") {
+		t.Errorf("the refused result reached the model: %s", sent[1])
+	}
+	found := false
+	for _, r := range p.sink.Records() {
+		if r.InterceptionPoint != points.PostToolCall || r.Verdict.Reason != string(points.ReasonContextInvalid) {
+			continue
+		}
+		found = true
+		if strings.Contains(r.Verdict.Message, secret) {
+			t.Errorf("record message names the refused member: %q", r.Verdict.Message)
+		}
+	}
+	if !found {
+		t.Error("no post_tool_call record denies as context_invalid")
+	}
+}
