@@ -185,6 +185,14 @@ func (vs *verdictSpec) decodeField(path string, r gjson.Result) error {
 	if err != nil {
 		return &ConfigError{Path: path, Msg: err.Error(), Err: err}
 	}
+	if v.Transform != nil {
+		// On the wire a path outside the §5.2 grammar is a transform that
+		// fails when applied; written in config it can never apply, so it
+		// is refused at load.
+		if _, err := points.ParseTargetPath(v.Transform.Path); err != nil {
+			return &ConfigError{Path: path + ".transform.path", Msg: err.Error(), Err: err}
+		}
+	}
 	vs.v, vs.set = v, true
 	return nil
 }

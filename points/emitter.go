@@ -1125,12 +1125,19 @@ func (e *Emitter) runAll(ctx context.Context, p Point, bs []Binding, raw []byte,
 		if v.Decision == DecisionTransform {
 			folded, ok := e.fold(p, raw, work, v)
 			if !ok {
-				// §7.4: a transform that fails to apply short-circuits,
-				// and the record says when it left bindings uninvoked;
-				// §7.3: the warnings returned so far, the failed
-				// transform's included, stay on it.
-				combined := withUnions(folded, append(all[:i:i], v))
-				return outcome{combined: combined, verdicts: append(all, folded), foldTruncated: some(i+1 < len(bs))}
+				// §7.4: a transform that fails to apply becomes a deny and
+				// short-circuits, and the record says when it left bindings
+				// uninvoked; §7.3: the warnings returned so far, the failed
+				// transform's included, stay on it. The combined verdict is
+				// still the severity-max aggregate: a plain deny returned
+				// earlier ties with the failure and, at a lower index, wins.
+				pool := append(all[:i:i], v)
+				for j, u := range all {
+					if u.Decision == DecisionDeny && u.Approval == nil {
+						return outcome{combined: withUnions(u, pool), decidedBy: idx(j), verdicts: append(all, folded), foldTruncated: some(i+1 < len(bs))}
+					}
+				}
+				return outcome{combined: withUnions(folded, pool), verdicts: append(all, folded), foldTruncated: some(i+1 < len(bs))}
 			}
 			all = append(all, folded)
 			continue
@@ -1362,12 +1369,8 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 	}
 	rv, err := ParseVerdict(res.Verdict)
 	if err != nil {
-		// §5.2: a path rooted elsewhere than $target is the same refusal
-		// whoever returned it; any other failing verdict is invalid (§9).
-		var ve *VerdictError
-		if errors.As(err, &ve) && ve.Reason == ReasonTransformTargetForbidden {
-			return fail(ve.Reason, "the resolution's verdict transforms outside $target")
-		}
+		// §9 step 3. (A transform path rooted elsewhere passes it and fails
+		// where the transform is applied, §5.2, as an interceptor's does.)
 		return fail(ReasonVerdictInvalid, "the resolution's verdict is not a valid verdict")
 	}
 	if res.Outcome == OutcomeApprove {
@@ -1424,7 +1427,11 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		Verdicts: e.noVerdicts(),
 	}
 	if tr := traceOf(ev, s); tr.IsObject() {
-		rec.Trace = &Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}
+		// As on Emit: §10.3's trace is absent when the context carried
+		// neither member.
+		if t := (Trace{TraceID: tr.Get("trace_id").Str, SpanID: tr.Get("span_id").Str}); t.TraceID != "" || t.SpanID != "" {
+			rec.Trace = &t
+		}
 	}
 	if e.cfg.HostMembers {
 		rec.RequestID, rec.HTTPRequestID = modelCallID(ev), RequestIDFrom(ctx)

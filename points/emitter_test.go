@@ -50,7 +50,8 @@ func TestEmitOutcomes(t *testing.T) {
 		{"transform", []Interceptor{verdictOf(Replace("$target.url", json.RawMessage(`"https://safe"`)))}, Enforce, DecisionTransform, "", true, idx(0), `{"url":"https://safe","n":1}`},
 		{"transform evaluate_only not applied", []Interceptor{verdictOf(Replace("$target.url", json.RawMessage(`"https://safe"`)))}, EvaluateOnly, DecisionTransform, "", true, idx(0), `{"url":"https://x","n":1}`},
 		{"transform missing key", []Interceptor{verdictOf(Replace("$target.nope", json.RawMessage(`1`)))}, Enforce, DecisionDeny, ReasonTransformInvalid, false, nil, ""},
-		{"transform outside target", []Interceptor{verdictOf(Replace("$.x", json.RawMessage(`1`)))}, Enforce, DecisionDeny, ReasonVerdictInvalid, false, idx(0), ""},
+		// §5.2: a transform that fails to apply; §10.3: decided_by null.
+		{"transform outside target", []Interceptor{verdictOf(Replace("$.x", json.RawMessage(`1`)))}, Enforce, DecisionDeny, ReasonTransformTargetForbidden, false, nil, ""},
 		{"reserved reason", []Interceptor{verdictOf(Deny("host_error:x", ""))}, Enforce, DecisionDeny, ReasonVerdictInvalid, false, idx(0), ""},
 		{"error", []Interceptor{InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Verdict{}, errors.New("boom") })}, Enforce, DecisionDeny, ReasonInterceptorFailed, false, idx(0), ""},
 		{"panic", []Interceptor{InterceptorFunc(func(context.Context, *Context) (Verdict, error) { panic("x") })}, Enforce, DecisionDeny, ReasonInterceptorFailed, false, idx(0), ""},
@@ -68,9 +69,7 @@ func TestEmitOutcomes(t *testing.T) {
 			// The transform-outside-target case: "$.x" is not rooted at $target.
 			res := e.Emit(context.Background(), testSession(), PreToolCallEvent("c1", "http_get", args))
 			if res.Verdict.Decision != tt.wantDec || res.Verdict.Reason != tt.wantReason {
-				if !(tt.name == "transform outside target" && res.Verdict.Reason == ReasonTransformTargetForbidden) {
-					t.Fatalf("verdict = %s %q, want %s %q", res.Verdict.Decision, res.Verdict.Reason, tt.wantDec, tt.wantReason)
-				}
+				t.Fatalf("verdict = %s %q, want %s %q", res.Verdict.Decision, res.Verdict.Reason, tt.wantDec, tt.wantReason)
 			}
 			if res.Proceed != tt.proceed {
 				t.Fatalf("proceed = %v", res.Proceed)

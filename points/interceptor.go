@@ -3,7 +3,6 @@ package points
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 )
 
@@ -143,8 +142,6 @@ type RedactorFunc func(ctx context.Context, raw []byte) ([]byte, error)
 
 // Redact calls f.
 func (f RedactorFunc) Redact(ctx context.Context, raw []byte) ([]byte, error) { return f(ctx, raw) }
-
-func asTransformError(err error, target **TransformError) bool { return errors.As(err, target) }
 
 // FailureClasser is an interceptor error that can say what failed without
 // any payload: its FailureClass ("webhook answered status 500") becomes

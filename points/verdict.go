@@ -220,7 +220,8 @@ func optString(obj gjson.Result, key string) (string, error) {
 }
 
 // Validate applies the §5 rules to a verdict built in Go or parsed from the
-// wire. It returns a *VerdictError or nil.
+// wire. It returns a *VerdictError or nil. A transform's path is checked
+// where the transform is applied (ParseTargetPath, §5.2), not here.
 func (v Verdict) Validate() error {
 	switch v.Decision {
 	case DecisionAllow, DecisionDeny, DecisionTransform:
@@ -250,13 +251,11 @@ func (v Verdict) Validate() error {
 		return invalid("transform body forbidden when decision is not transform")
 	}
 	if v.Transform != nil {
-		if _, err := ParseTargetPath(v.Transform.Path); err != nil {
-			var te *TransformError
-			if asTransformError(err, &te) {
-				return &VerdictError{Reason: te.Reason, Detail: "transform.path rejected by the §5.2 grammar"}
-			}
-			return &VerdictError{Reason: ReasonTransformInvalid, Detail: "transform.path rejected by the §5.2 grammar"}
-		}
+		// The path is not checked here: a path rooted elsewhere or outside
+		// the grammar is a transform that fails to apply (§5.2), not an
+		// invalid verdict (§5's list), so it is refused where it is
+		// applied, as a path that does not resolve is: decided_by null,
+		// and in the sequential profiles a short-circuit (§7.4).
 		if v.Transform.Value != nil && !ValidJSON(v.Transform.Value) {
 			return invalid("transform.value is not JSON")
 		}

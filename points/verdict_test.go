@@ -33,9 +33,12 @@ func TestParseVerdict(t *testing.T) {
 		{`{"decision":"deny","approval":[]}`, ReasonVerdictInvalid},
 		{`{"decision":"transform"}`, ReasonVerdictInvalid},
 		{`{"decision":"allow","transform":{"path":"$target.a","value":1}}`, ReasonVerdictInvalid},
-		{`{"decision":"transform","transform":{"path":"$.a","value":1}}`, ReasonTransformTargetForbidden},
-		{`{"decision":"transform","transform":{"path":"$target.","value":1}}`, ReasonTransformInvalid},
-		{`{"decision":"transform","transform":{"path":"$targets.x","value":1}}`, ReasonTransformInvalid},
+		// A path outside the grammar is a valid verdict whose transform
+		// fails to apply (§5.2): the emitter refuses it there.
+		{`{"decision":"transform","transform":{"path":"$.a","value":1}}`, ""},
+		{`{"decision":"transform","transform":{"path":"$target.","value":1}}`, ""},
+		{`{"decision":"transform","transform":{"path":"$targets.x","value":1}}`, ""},
+		{`{"decision":"transform","transform":{"path":1,"value":1}}`, ReasonVerdictInvalid},
 		{`{"decision":"allow","evidence":{"artefact":` + big + `}}`, ReasonVerdictInvalid},
 		{`{"decision":"allow","evidence":"x"}`, ReasonVerdictInvalid},
 		{`{"decision":"allow","evidence":{"verification_pointers":{"k":1}}}`, ReasonVerdictInvalid},
