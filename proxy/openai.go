@@ -383,7 +383,7 @@ func viewCompletion(completion []byte) completionView {
 		}
 		return true
 	})
-	// A refusal is judged only when it is the answer (content null).
+	// A refusal is judged only when it is the answer (content null or "").
 	if !isNull(v.refusal) && !v.refusalAnswer() {
 		v.unjudged = append(v.unjudged, "refusal")
 	}
@@ -496,9 +496,11 @@ func numberOrNull(raw []byte) bool {
 func isNull(raw []byte) bool { return raw == nil || string(raw) == "null" }
 
 // refusalAnswer reports whether the answer's text is its refusal: content
-// is null and refusal is a string. Points judge that text as the content.
+// is null or "" and refusal is a string. Points judge that text as the
+// content. ("": OpenAI opens every stream with content "" beside refusal
+// null, so a streamed refusal assembles to both.)
 func (v *completionView) refusalAnswer() bool {
-	return isNull(v.content) && len(v.refusal) > 0 && v.refusal[0] == '"'
+	return (isNull(v.content) || string(v.content) == `""`) && len(v.refusal) > 0 && v.refusal[0] == '"'
 }
 
 // answerEmpty reports whether the answer has no text, no refusal and no
