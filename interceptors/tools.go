@@ -151,6 +151,12 @@ func compileDomains(at string, list []string) ([]domainRule, error) {
 			continue
 		}
 		d.host = canonicalHost(e)
+		if _, err := netip.ParseAddr(d.host); err != nil && (strings.Contains(d.host, "..") || strings.HasPrefix(d.host, ".") || strings.Contains(d.host, ":")) {
+			// An empty label or a port: a typo no request host has, which
+			// would leave the list silently shorter than it reads.
+			ps.add(cfgErr(p, "must be a host name, *.domain or .domain (no empty label, no port)"))
+			continue
+		}
 		out = append(out, d)
 	}
 	if err := ps.err(); err != nil {
