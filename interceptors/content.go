@@ -252,7 +252,13 @@ func textPartRuns(doc []byte, mapPart func(string) string, fn func(joined string
 // redact match in the joined parts of doc, so that the part-by-part
 // transform is enough.
 func partsMasked(ms *maskSet, doc []byte) bool {
-	clean := true
+	_, crossing := crossingMatch(ms, doc)
+	return !crossing
+}
+
+// crossingMatch names the first pattern of ms that still matches a run of
+// content parts once each part is masked on its own: a match across parts.
+func crossingMatch(ms *maskSet, doc []byte) (name string, found bool) {
 	mask := func(s string) string {
 		if masked, _, changed := ms.apply(newText(s)); changed {
 			return masked
@@ -262,13 +268,13 @@ func partsMasked(ms *maskSet, doc []byte) bool {
 	textPartRuns(doc, mask, func(joined string) bool {
 		for _, p := range ms.patterns {
 			if p.found(newText(joined)) {
-				clean = false
+				name, found = p.name, true
 				return false
 			}
 		}
 		return true
 	})
-	return clean
+	return name, found
 }
 
 // maskSet masks every match of its patterns in a string.
@@ -431,7 +437,7 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	g := ct.rules.groups
 	transformable := c.Point().Transformable()
 	var (
-		denyName, escName string
+		denyName, escName, crossName string
 		warnNames         []string
 		redactNames       []string
 		changes           []change
@@ -489,17 +495,24 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 			t := newText(joined)
 			if name, ok := firstFound(g[actDeny], t); ok {
 				denyName = name
-			} else if name, ok := firstFound(g[actRedact], t); ok && !partsMasked(&ct.redact, doc) {
-				denyName = name
 			} else if name, ok := firstFound(g[actEscalate], t); ok && escName == "" {
 				escName = name
 			}
 			return denyName == ""
 		})
+		if denyName == "" && len(g[actRedact]) > 0 {
+			crossName, _ = crossingMatch(&ct.redact, doc)
+		}
 	}
 	switch {
 	case denyName != "":
 		return points.Deny(ct.reason(actDeny), ct.message(actDeny, quoteNames([]string{denyName}))), nil
+	case crossName != "":
+		msg := ct.rules.messages[actDeny]
+		if msg == "" {
+			msg = fmt.Sprintf("content matched redact pattern %q across content parts, which no mask of one part removes", crossName)
+		}
+		return points.Deny(ct.reason(actDeny), msg), nil
 	case escName != "":
 		return points.Escalate(ct.reason(actEscalate), ct.message(actEscalate, quoteNames([]string{escName}))), nil
 	}

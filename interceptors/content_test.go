@@ -240,6 +240,19 @@ func TestContentAcrossParts(t *testing.T) {
 	}
 }
 
+// A redact match across parts denies under the pattern that crosses, named
+// as a redact pattern, not under one masked inside a part.
+func TestContentAcrossPartsNamesTheCrossingPattern(t *testing.T) {
+	ic := build(t, KindContent, `{"redact":[{"name":"acct","regex":"acct=[0-9]{6}"},{"name":"key","regex":"sk-[a-z]{8}"}]}`)
+	v := run(t, ic, outputCtx(t, `[{"type":"text","text":"acct=654321 key sk-abcd"},{"type":"text","text":"efgh end"}]`))
+	if v.Decision != points.DecisionDeny {
+		t.Fatalf("decision %s, want deny", v.Decision)
+	}
+	if want := `content matched redact pattern "key" across content parts`; !strings.HasPrefix(v.Message, want) {
+		t.Errorf("message %q, want it to start %q", v.Message, want)
+	}
+}
+
 // Invisible format characters and fullwidth forms inside a match do not
 // hide it: a card with zero-width spaces renders as the number, and many
 // tools strip them. A redaction masks the whole original span.
