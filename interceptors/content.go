@@ -438,9 +438,9 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 	transformable := c.Point().Transformable()
 	var (
 		denyName, escName, crossName string
-		warnNames         []string
-		redactNames       []string
-		changes           []change
+		warnNames                    []string
+		redactNames                  []string
+		changes                      []change
 	)
 	// Integers of card length are walked when a pattern judges them.
 	err := walkCtxMode(ctx, doc, true, ct.nums != nil, func(v stringVisit) bool {
