@@ -1487,9 +1487,17 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 		}
 		d, err := LoadDeclarationFile(file, reg)
 		if err != nil {
+			// The problem stands at the hooks: line of this file; its
+			// message names the line inside the declaration file too.
+			lines := jsonFileLines(file)
 			p.declProblems(err, func(pointer string) loc {
 				return loc{line: rn.Line, path: pointerPath("hooks", pointer)}
-			}, rn.Value+": ")
+			}, func(pointer string) string {
+				if l := lineOfPointer(lines, pointer); l > 0 {
+					return rn.Value + ":" + strconv.Itoa(l) + ": "
+				}
+				return rn.Value + ": "
+			})
 			return nil
 		}
 		return d
@@ -1507,10 +1515,64 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 	p.recordLines(c)
 	d, err := LoadDeclaration(appendJSON(nil, v), reg)
 	if err != nil {
-		p.declProblems(err, c.locate, "")
+		p.declProblems(err, c.locate, func(string) string { return "" })
 		return nil
 	}
 	return d
+}
+
+// jsonFileLines maps the JSON pointers of a declaration file's values to
+// their lines (JSON is YAML, and the YAML parser keeps lines); nil when the
+// file cannot be read or parsed, whose problem then says so itself.
+func jsonFileLines(file string) map[string]int {
+	data, err := readDeclarationFile(file)
+	if err != nil {
+		return nil
+	}
+	doc, err := decodeYAML(data)
+	if err != nil || doc == nil || len(doc.Content) == 0 {
+		return nil
+	}
+	lines := map[string]int{}
+	var walk func(n *yaml.Node, pointer string, depth int)
+	walk = func(n *yaml.Node, pointer string, depth int) {
+		if n == nil || depth > maxDepth+1 {
+			return
+		}
+		if _, ok := lines[pointer]; !ok {
+			lines[pointer] = n.Line
+		}
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k := n.Content[i]
+				esc := strings.ReplaceAll(strings.ReplaceAll(k.Value, "~", "~0"), "/", "~1")
+				lines[pointer+"/"+esc] = k.Line
+				walk(n.Content[i+1], pointer+"/"+esc, depth+1)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				walk(c, pointer+"/"+strconv.Itoa(i), depth+1)
+			}
+		}
+	}
+	walk(doc.Content[0], "", 0)
+	return lines
+}
+
+// lineOfPointer is the line of pointer, or of its nearest parent that has
+// one (a finding may name a member the document lacks); 0 when none does.
+func lineOfPointer(lines map[string]int, pointer string) int {
+	for p := pointer; ; {
+		if l, ok := lines[p]; ok && l > 0 {
+			return l
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return 0
+		}
+		p = p[:i]
+	}
 }
 
 // pointerPath appends a JSON pointer to a config path in config-path form.
@@ -1528,10 +1590,10 @@ func pointerPath(base, pointer string) string {
 }
 
 // declProblems turns a refusal into one problem per finding.
-func (p *parser) declProblems(err error, locate func(string) loc, prefix string) {
+func (p *parser) declProblems(err error, locate func(string) loc, prefix func(pointer string) string) {
 	var de *DeclarationError
 	if !errors.As(err, &de) {
-		p.add(0, "hooks", "%s%v", prefix, err)
+		p.add(0, "hooks", "%s%v", prefix(""), err)
 		return
 	}
 	for _, e := range append([]*DeclarationError{de}, de.Later...) {
@@ -1546,7 +1608,7 @@ func (p *parser) declProblems(err error, locate func(string) loc, prefix string)
 				// §7.7.6: a loader reports the first failing step only.
 				note = " (the declaration's later checks, bindings' configs included, run once this is fixed: more problems may follow)"
 			}
-			p.add(l.line, l.path, "%s%s: %s%s", prefix, e.Class, f.Detail, note)
+			p.add(l.line, l.path, "%s%s: %s%s", prefix(f.Path), e.Class, f.Detail, note)
 		}
 	}
 }

@@ -432,6 +432,23 @@ func TestParseHooksFile(t *testing.T) {
 	if !errors.As(err, &ps) || ps.List[0].Path != "hooks.bindings[0].kind" || ps.List[0].Line != 3 || !strings.Contains(ps.List[0].Msg, ClassKindUnknown) {
 		t.Fatalf("err = %v", err)
 	}
+	if !strings.HasPrefix(ps.List[0].Msg, "bad.json:1: ") {
+		t.Errorf("message %q does not name the declaration file's line", ps.List[0].Msg)
+	}
+	// Each problem names its own line in the declaration file.
+	multi := "{\n  \"declaration\": \"agent-hooks-declaration/1.0\",\n  \"bindings\": [\n    {\"id\": \"a\", \"kind\": \"hooksproxy.nope\"},\n" +
+		"    {\"id\": \"b\",\n     \"kind\": \"hooksproxy.other\"}\n  ]\n}\n"
+	must(t, os.WriteFile(filepath.Join(dir, "multi.json"), []byte(multi), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "hp.yaml"), []byte(strings.Replace(src, "decl.json", "multi.json", 1)), 0o600))
+	_, err = Load(filepath.Join(dir, "hp.yaml"), configRegistry(t))
+	if !errors.As(err, &ps) || len(ps.List) != 2 {
+		t.Fatalf("err = %v", err)
+	}
+	for i, want := range []string{"multi.json:4: ", "multi.json:6: "} {
+		if !strings.HasPrefix(ps.List[i].Msg, want) || ps.List[i].Line != 3 {
+			t.Errorf("problem %d = %+v, want line 3 and a message starting %q", i, ps.List[i], want)
+		}
+	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml"), configRegistry(t)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
