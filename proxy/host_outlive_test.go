@@ -84,3 +84,70 @@ func heldAt(p points.Point, entered, release chan struct{}) points.Binding {
 		return points.Allow(), nil
 	})}
 }
+
+// The same holds for a role:tool result the transparent seam judges: a
+// chat client that gives up while its follow-up's post_tool_call waits
+// does not fix the result as refused; the retry of the same follow-up gets
+// the one decision, and the model the result.
+func TestToolResultOutlivesItsClient(t *testing.T) {
+	for _, headerless := range []bool{false, true} {
+		name := "header session"
+		if headerless {
+			name = "header-less run"
+		}
+		t.Run(name, func(t *testing.T) {
+			up, got := seqUpstream(t, oneCall("call_outlive_1234567890", "get_weather"), plainCompletion, plainCompletion)
+			entered, release := make(chan struct{}), make(chan struct{})
+			p := seamProxy(t, up.URL, heldAt(points.PostToolCall, entered, release))
+			var hdr []string
+			if !headerless {
+				hdr = []string{"X-Agent-Hooks-Session", "s-result"}
+			}
+			user := `{"role":"user","content":"weather?"}`
+			if r, b := post(t, p.URL, `{"model":"m","messages":[`+user+`]}`, hdr...); r.StatusCode != 200 {
+				t.Fatalf("first answer %d: %s", r.StatusCode, b)
+			}
+			follow := `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
+				`{"id":"call_outlive_1234567890","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},` +
+				`{"role":"tool","tool_call_id":"call_outlive_1234567890","content":"sunny and 21C"}]}`
+			ctx, cancel := context.WithCancel(context.Background())
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(follow))
+			req.Header.Set("Content-Type", "application/json")
+			for i := 0; i+1 < len(hdr); i += 2 {
+				req.Header.Set(hdr[i], hdr[i+1])
+			}
+			gone := make(chan struct{})
+			go func() {
+				defer close(gone)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}()
+			<-entered
+			cancel() // the client gives up while the result is judged
+			<-gone
+			retried := make(chan int, 1)
+			go func() { r, _ := post(t, p.URL, follow, hdr...); retried <- r.StatusCode }()
+			if !headerless {
+				waitInFlight(t, p, "s-result", func(n int) bool { return n >= 2 }, "the retry to arrive")
+			}
+			close(release)
+			if code := <-retried; code != 200 {
+				t.Fatalf("retry answered %d", code)
+			}
+			sent := got()
+			last := sent[len(sent)-1]
+			if c := gjson.Get(last, `messages.#(role=="tool").content`).Str; c != "sunny and 21C" {
+				t.Fatalf("the model got %q for the result, want it as sent", c)
+			}
+			if n := count(p.sink, points.PostToolCall); n != 1 {
+				t.Fatalf("post_tool_call emitted %d times, want 1", n)
+			}
+			for _, r := range p.sink.Records() {
+				if r.InterceptionPoint == points.PostToolCall && r.Verdict.Decision != points.DecisionAllow {
+					t.Fatalf("the record says %s %s: the client's leaving cut the emission", r.Verdict.Decision, r.Verdict.Reason)
+				}
+			}
+		})
+	}
+}

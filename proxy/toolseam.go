@@ -462,7 +462,19 @@ func (s *Server) applyToolHistory(ctx context.Context, pol *policy, sess *sessio
 			if c, ok := calls[id]; ok && !s.judgedHere(em, sess, id, c, m.content) {
 				seen = &c
 			}
-			res, ran, _ := s.postTool(ctx, em, sess, id, value, false, seen, nil)
+			if ctx.Err() != nil {
+				// The client left: the results not yet judged are judged
+				// when its retry brings them.
+				break
+			}
+			// The emission outlives the client, as a host API post's does:
+			// a result held for an approval (or a slow policy) is decided
+			// once, and the client's retry of the same follow-up waits for
+			// that decision instead of finding the result refused as
+			// cancelled for good (one post_tool_call per id).
+			octx, done := s.outlive(ctx)
+			res, ran, _ := s.postTool(octx, em, sess, id, value, false, seen, nil)
+			done()
 			if ran && !res.Proceed && terminates(pol.st, *res) {
 				first = res
 				break
