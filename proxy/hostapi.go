@@ -290,12 +290,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	value := []byte(orNull(body.Get("result").Raw))
 	isError := isErrV.Type == gjson.True
 	var sum [32]byte
-	h := sha256.New()
-	h.Write(value)
-	if isError {
-		h.Write([]byte{1})
-	}
-	h.Sum(sum[:0])
+	sum = resultSum(value, isError)
 	ctx, done := s.outlive(r.Context())
 	defer done()
 	res, ran, already := s.postTool(ctx, pol.em, sess, cid, value, isError, nil, &sum)
@@ -317,14 +312,33 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	// below (posted is idempotent; the answer, when there is one, comes
 	// first).
 	defer s.posted(sess, cid, nil)
+	if !res.Proceed && terminates(pol.st, *res) {
+		s.toolSeamBlocked(w, r, pol, sess, res, controlError(points.PostToolCall, res.Verdict)) // the session ends: nothing to answer again
+		return
+	}
+	b := postAnswer(res, value)
+	s.posted(sess, cid, b)
+	writeRawJSON(w, http.StatusOK, b)
+}
+
+// resultSum is the SHA-256 a post's result is known by: its JSON and
+// whether it is an error.
+func resultSum(value []byte, isError bool) (sum [32]byte) {
+	h := sha256.New()
+	h.Write(value)
+	if isError {
+		h.Write([]byte{1})
+	}
+	h.Sum(sum[:0])
+	return sum
+}
+
+// postAnswer is the host API's answer to a post_tool_call outcome for
+// result value: {proceed, result} or {proceed: false, control_error}.
+func postAnswer(res *points.Result, value []byte) []byte {
 	var answer map[string]any
 	if !res.Proceed {
-		control := controlError(points.PostToolCall, res.Verdict)
-		if terminates(pol.st, *res) {
-			s.toolSeamBlocked(w, r, pol, sess, res, control) // the session ends: nothing to answer again
-			return
-		}
-		answer = map[string]any{"proceed": false, "control_error": control}
+		answer = map[string]any{"proceed": false, "control_error": controlError(points.PostToolCall, res.Verdict)}
 	} else {
 		result := json.RawMessage(value)
 		if res.Transformed {
@@ -333,8 +347,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 		answer = map[string]any{"proceed": true, "result": result}
 	}
 	b, _ := json.Marshal(answer)
-	s.posted(sess, cid, b)
-	writeRawJSON(w, http.StatusOK, b)
+	return b
 }
 
 // posted keeps a host post's answer for its retries and wakes those
@@ -355,6 +368,8 @@ func (s *Server) postAgain(ctx context.Context, sess *session, cid string, sum [
 	sess.mu.Lock()
 	tc := sess.tools[cid]
 	if tc == nil || !tc.hostPost {
+		// A post that ran before these fields existed for it (a result
+		// judged in another session of the run, say).
 		sess.mu.Unlock()
 		return nil, "post_tool_call already ran for this id, from the tool message the agent sent"
 	}

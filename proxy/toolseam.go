@@ -235,6 +235,18 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		tc.result = &sent
 	}
 	s.judged.remember(em, id, name, args, sent, true, *tc.result)
+	if hostSum == nil && tc.posted == nil {
+		// A result the transparent seam judged: a host API post of the
+		// same result later gets this verdict, as a host pre after the
+		// release gets the release's (one emission per id, whichever
+		// seam sees it first).
+		tc.hostSum, tc.hostPost, tc.hostDone = resultSum(value, isError), true, true
+		if r.Proceed || !terminates(s.cur(), r) {
+			tc.hostAnswer = postAnswer(&r, value)
+		}
+		tc.posted = make(chan struct{})
+		close(tc.posted)
+	}
 	return &r, true, false
 }
 

@@ -418,3 +418,40 @@ func TestRefusedResultNamesNothingOfIt(t *testing.T) {
 		t.Error("no post_tool_call record denies as context_invalid")
 	}
 }
+
+// A host API post for a result the transparent seam already judged (the
+// agent sent it as a role:tool message first) answers that verdict, as a
+// host pre after the release does: the same result gets the same answer,
+// without a second emission; another result is refused (409).
+func TestHostPostAfterTheToolMessage(t *testing.T) {
+	up, _ := seqUpstream(t, oneCall("call_seen_1234567890", "get_weather"), plainCompletion)
+	redact := points.Binding{Name: "redact", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+		if c.Point() == points.PostToolCall && strings.Contains(c.Get("target").Str, "secret") {
+			return points.Replace("$target", json.RawMessage(`"[masked]"`)), nil
+		}
+		return points.Allow(), nil
+	})}
+	p := seamProxy(t, up.URL, redact)
+	sid := "s-host-after"
+	user := `{"role":"user","content":"weather?"}`
+	if r, b := post(t, p.URL, `{"model":"m","messages":[`+user+`]}`, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("first answer %d: %s", r.StatusCode, b)
+	}
+	follow := `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"call_seen_1234567890","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},` +
+		`{"role":"tool","tool_call_id":"call_seen_1234567890","content":"the secret forecast"}]}`
+	if r, b := post(t, p.URL, follow, "X-Agent-Hooks-Session", sid); r.StatusCode != 200 {
+		t.Fatalf("follow-up %d: %s", r.StatusCode, b)
+	}
+	base := p.URL + "/agent-hooks/v1/sessions/" + sid + "/tool-calls/call_seen_1234567890/post"
+	r, b := hostCall(t, base, `{"name":"get_weather","args":{},"result":"the secret forecast"}`)
+	if r.StatusCode != 200 || !gjson.GetBytes(b, "proceed").Bool() || gjson.GetBytes(b, "result").Str != "[masked]" {
+		t.Fatalf("host post of the same result: %d %s, want the transparent seam's verdict", r.StatusCode, b)
+	}
+	if r, b := hostCall(t, base, `{"name":"get_weather","args":{},"result":"another"}`); r.StatusCode != http.StatusConflict {
+		t.Fatalf("host post of another result: %d %s, want 409", r.StatusCode, b)
+	}
+	if n := count(p.sink, points.PostToolCall); n != 1 {
+		t.Fatalf("post_tool_call emitted %d times, want 1", n)
+	}
+}
