@@ -296,6 +296,9 @@ func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.
 	gone := !res.Proceed && cutShort(ctx, res)
 	sess.mu.Lock()
 	sess.started, sess.blocked, sess.startCut = res.Proceed, !res.Proceed && !gone, gone
+	if sess.blocked {
+		sess.startDeny = &res
+	}
 	sess.mu.Unlock()
 	close(sess.startDone)
 	if res.Proceed {
@@ -515,16 +518,16 @@ func (rn *run) open(ctx context.Context, created bool, req chatRequest) ([]byte,
 		return nil, false // the client went away while the session was starting
 	}
 	sess.mu.Lock()
-	blocked, cut := sess.blocked, sess.startCut
+	blocked, cut, deny := sess.blocked, sess.startCut, sess.startDeny
 	sess.mu.Unlock()
 	if cut {
 		s.writeSessionEnding(w)
 		return nil, false
 	}
 	if blocked {
-		// §6.1a: after a startup deny only agent_shutdown may follow.
-		w.Header().Set("X-Should-Retry", "false")
-		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
+		// §6.1a: after a startup deny only agent_shutdown may follow. The
+		// request is refused with that deny, as the one that ran it was.
+		writeStartupDeny(w, deny)
 		return nil, false
 	}
 	if created {

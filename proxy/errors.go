@@ -54,6 +54,18 @@ func writeRawJSON(w http.ResponseWriter, status int, b []byte) {
 // fail-closed host error. The body names the decision, not the payload.
 func writeBlocked(w http.ResponseWriter, res points.Result) { writeBlockedRetry(w, res, false) }
 
+// writeStartupDeny refuses a request of a session whose agent_startup
+// was denied while it waited, with that deny (§6.1a: nothing but
+// agent_shutdown follows it, so the request has no emission of its own).
+func writeStartupDeny(w http.ResponseWriter, deny *points.Result) {
+	if deny == nil || deny.Record == nil {
+		w.Header().Set("X-Should-Retry", "false")
+		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
+		return
+	}
+	writeBlocked(w, *deny)
+}
+
 // writeBlockedRetry is writeBlocked saying whether the SDKs may retry
 // (X-Should-Retry, which they read before the status): a policy deny or a
 // host failure is not retried, a refusal for load (the buffer budget) may

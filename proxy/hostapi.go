@@ -158,7 +158,7 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bo
 		}
 	}
 	sess.mu.Lock()
-	blocked, cut := sess.blocked, sess.startCut
+	blocked, cut, deny := sess.blocked, sess.startCut, sess.startDeny
 	sess.mu.Unlock()
 	if cut {
 		s.sessions.release(sess, s.opts.Now())
@@ -167,7 +167,7 @@ func (s *Server) hostSession(w http.ResponseWriter, r *http.Request, onlyOpen bo
 	}
 	if blocked {
 		s.sessions.release(sess, s.opts.Now())
-		writeError(w, http.StatusForbidden, "agent_hooks_denied", "session was denied at agent_startup", "session_blocked")
+		writeStartupDeny(w, deny)
 		return nil, nil, false
 	}
 	return sess, pol, true

@@ -107,6 +107,20 @@ func TestReviewConcurrentStartupDenyRace(t *testing.T) {
 	if resp.StatusCode == 200 || len(got()) > 0 {
 		t.Fatalf("second request served before startup verdict: %d %s; upstream calls=%d; points=%v", resp.StatusCode, b, len(got()), points_(p.sink))
 	}
+	// It is refused with the startup's deny, in the deny's wire shape
+	// (agent_hooks facts, X-Should-Retry false), as the first request was.
+	var startReason string
+	for _, r := range p.sink.Records() {
+		if r.InterceptionPoint == points.AgentStartup {
+			startReason = r.Verdict.Reason
+		}
+	}
+	if resp.StatusCode/100 != 4 && resp.StatusCode != 503 || resp.Header.Get("X-Should-Retry") != "false" ||
+		startReason == "" || gjson.GetBytes(b, "error.code").Str != startReason ||
+		gjson.GetBytes(b, "error.agent_hooks.interception_point").Str != "agent_startup" ||
+		gjson.GetBytes(b, "error.agent_hooks.session_id").Str != "race" {
+		t.Fatalf("second request: %d %q %s, want the startup's 403 deny", resp.StatusCode, resp.Header.Get("X-Should-Retry"), b)
+	}
 }
 
 // R5: /end during an in-flight request: points follow agent_shutdown.
@@ -298,5 +312,47 @@ func TestReviewMissingIDsBypass(t *testing.T) {
 	t.Logf("%d %s %v", resp.StatusCode, b, points_(p.sink))
 	if strings.Contains(string(b), "delete_files") {
 		t.Fatalf("status %d denied tool released: %s (pre_tool_call=%d)", resp.StatusCode, b, count(p.sink, points.PreToolCall))
+	}
+}
+
+// A request that waited on its session's agent_startup, which then denied,
+// is refused with that deny in its wire shape, like the request that ran
+// it: a 403 with the agent_hooks facts, the policy's reason as the code.
+func TestWaiterGetsTheStartupDeny(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	startup := at(points.AgentStartup, "slow-deny", func(c *points.Context) (points.Verdict, error) {
+		entered <- struct{}{}
+		<-release
+		return points.Deny("startup_denied", ""), nil
+	})
+	p := newProxy(t, up.URL, startup, allowAll(points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown))
+	type answer struct {
+		code  int
+		retry string
+		body  []byte
+	}
+	first, second := make(chan answer, 1), make(chan answer, 1)
+	go func() {
+		r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "waiter")
+		first <- answer{r.StatusCode, r.Header.Get("X-Should-Retry"), b}
+	}()
+	<-entered
+	go func() {
+		r, b := post(t, p.URL, hello, "X-Agent-Hooks-Session", "waiter")
+		second <- answer{r.StatusCode, r.Header.Get("X-Should-Retry"), b}
+	}()
+	waitInFlight(t, p, "waiter", func(n int) bool { return n >= 2 }, "the second request to wait")
+	close(release)
+	for i, a := range []answer{<-first, <-second} {
+		if a.code != 403 || a.retry != "false" || gjson.GetBytes(a.body, "error.code").Str != "startup_denied" ||
+			gjson.GetBytes(a.body, "error.agent_hooks.interception_point").Str != "agent_startup" ||
+			gjson.GetBytes(a.body, "error.agent_hooks.sequence").Int() != 0 {
+			t.Errorf("request %d: %d %q %s, want the startup's 403 deny", i+1, a.code, a.retry, a.body)
+		}
+	}
+	if len(got()) > 0 {
+		t.Errorf("the upstream was called %d times", len(got()))
 	}
 }

@@ -28,6 +28,9 @@ type session struct {
 	lastActive time.Time
 	started    bool // agent_startup permitted
 	blocked    bool // agent_startup denied: only agent_shutdown may follow (§6.1a)
+	// startDeny is that denied agent_startup's outcome: the requests that
+	// waited on it are refused with its verdict, as the one that ran it was.
+	startDeny *points.Result
 	// startCut: the request that ran agent_startup ended while it was
 	// deciding, and the session ended cancelled; a request that waited on
 	// it answers session_ending (retry for a new lifecycle), not a deny.
