@@ -665,7 +665,8 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 	if hooks != nil {
 		cfg.Hooks = p.hooks(hooks, hooksLine, ov)
 	}
-	p.checkApprovalBound(cfg, ov, sectionLines(root))
+	lines, _ := sectionLines(root)
+	p.checkApprovalBound(cfg, ov, lines)
 	return cfg
 }
 
@@ -1533,9 +1534,16 @@ func jsonFileLines(file string) map[string]int {
 	if err != nil || doc == nil || len(doc.Content) == 0 {
 		return nil
 	}
+	return nodeLines(doc.Content[0])
+}
+
+// nodeLines maps the JSON pointers of the values under n (n's own: "") to
+// their lines.
+func nodeLines(n *yaml.Node) map[string]int {
 	lines := map[string]int{}
 	var walk func(n *yaml.Node, pointer string, depth int)
 	walk = func(n *yaml.Node, pointer string, depth int) {
+		n = resolveAlias(n)
 		if n == nil || depth > maxDepth+1 {
 			return
 		}
@@ -1556,7 +1564,7 @@ func jsonFileLines(file string) map[string]int {
 			}
 		}
 	}
-	walk(doc.Content[0], "", 0)
+	walk(n, "", 0)
 	return lines
 }
 
@@ -1627,7 +1635,7 @@ func (p *parser) overlay(root *yaml.Node, cfg *Config, reg Registry) Registry {
 		redactors:  map[string]points.Redactor{},
 		identities: map[string]points.IdentityProvider{},
 	}
-	lines := sectionLines(root)
+	lines, nodes := sectionLines(root)
 	fac, hasFactories := reg.(Factories)
 	build := func(section, name string, c Component, exists bool, mk func() (any, error)) (any, bool) {
 		path := section + "." + name
@@ -1645,7 +1653,18 @@ func (p *parser) overlay(root *yaml.Node, cfg *Config, reg Registry) Registry {
 		case errors.Is(err, ErrUnknownKind):
 			p.add(line, path+".kind", "unknown kind %q", c.Kind)
 		case err != nil:
-			p.add(line, path, "kind %q refused its config: %v", c.Kind, err)
+			// As for a binding: each problem the kind reports is its own,
+			// at the member it names and that member's line.
+			for _, leaf := range errorLeaves(err) {
+				lp, ll := path, line
+				if ptr := memberPointer(leaf); ptr != "" {
+					lp = pointerPath(path, ptr)
+					if l := lineOfPointer(nodeLines(nodes[path]), ptr); l > 0 {
+						ll = l
+					}
+				}
+				p.add(ll, lp, "kind %q refused its config: %v", c.Kind, leaf)
+			}
 		case obj == nil:
 			p.add(line, path, "kind %q built nothing", c.Kind)
 		default:
@@ -1714,11 +1733,11 @@ func safeBuild(mk func() (any, error)) (obj any, err error) {
 }
 
 // sectionLines maps "section.name" to the line of each definition.
-func sectionLines(root *yaml.Node) map[string]int {
-	out := map[string]int{}
+func sectionLines(root *yaml.Node) (map[string]int, map[string]*yaml.Node) {
+	out, nodes := map[string]int{}, map[string]*yaml.Node{}
 	root = resolveAlias(root)
 	if root.Kind != yaml.MappingNode {
-		return out
+		return out, nodes
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		sec := root.Content[i].Value
@@ -1732,11 +1751,11 @@ func sectionLines(root *yaml.Node) map[string]int {
 		for j := 0; j+1 < len(m.Content); j += 2 {
 			key := sec + "." + m.Content[j].Value
 			if _, dup := out[key]; !dup {
-				out[key] = m.Content[j].Line
+				out[key], nodes[key] = m.Content[j].Line, m.Content[j+1]
 			}
 		}
 	}
-	return out
+	return out, nodes
 }
 
 // overlay layers the config file's named definitions over a host Registry.

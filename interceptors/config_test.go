@@ -179,6 +179,8 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 			[]string{"config.deny[1]", "config.deny[2]", "config.redact[0]", "config.packs.pii", "config.packs.secrets"}},
 		{KindContent, `{"deny":[7,"x",{"regex":"y","flags":"i"}],"bogus":1}`, []string{"config.deny[0]", "config.deny[2].flags", "config.bogus"}},
 		{KindContent, `{"deny":["x"],"reason":"host_error:a","reasons":{"warn":"host_error:b"}}`, []string{"config.reason", "config.reasons.warn"}},
+		// An unknown key beside a member does not hide that member's problem.
+		{KindContent, `{"deny":["x"],"reasons":{"deny":"host_error:x","block":"y"}}`, []string{"config.reasons.block", "config.reasons.deny"}},
 		{KindTools, `{"deny":["[a-","ok","x\\"],"escalate":["[z"],"args":[{"path":"url","regex":"("},{"regex":"a"}]}`,
 			[]string{"config.deny[0]", "config.deny[2]", "config.escalate[0]", "config.args[0].regex", "config.args[1].path"}},
 		{KindTools, `{"egress":{"allow_domains":["https://x.com/","ok.com","a b"]}}`, []string{"config.egress.allow_domains[0]", "config.egress.allow_domains[2]"}},
@@ -188,6 +190,7 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		{KindRules, `{"rules":[{"match":{"a":{"regex":"("},"b":{"regex":"["},"c..d":1},"return":{"decision":"deny"}},{"match":{"x":{"regex":"y","flags":"i"}},"return":{"decision":"nope"}}]}`,
 			[]string{`config.rules[0].match.a.regex`, `config.rules[0].match.b.regex`, `config.rules[0].match["c..d"]`, "config.rules[1].match.x.flags", "config.rules[1].return"}},
 		{KindRules, `{"rules":[{"at":"input"},{"at":"output"}]}`, []string{"config.rules[0].return", "config.rules[1].return"}},
+		{KindRules, `{"rules":[{"match":{"x":{"regex":"(","flags":"i"}},"return":{"decision":"deny"}}]}`, []string{"config.rules[0].match.x.flags", "config.rules[0].match.x.regex"}},
 		// Wrong types and bad patterns in one load: the decode's problems,
 		// then every bad pattern at an unrelated path.
 		{KindContent, `{"deny":["(unclosed"],"warn":["[bad"],"reason":5,"colour":"red"}`,

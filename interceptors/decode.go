@@ -221,11 +221,11 @@ func decodeValue(path string, r gjson.Result, v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())
-		if err := decodeValue(path, r, nv.Elem()); err != nil {
-			return err
-		}
+		err := decodeValue(path, r, nv.Elem())
+		// Set even on a problem: what did decode (the members beside an
+		// unknown key) is still checked, so a load reports it too.
 		v.Set(nv)
-		return nil
+		return err
 	case reflect.String:
 		if r.Type != gjson.String {
 			return cfgErr(path, "must be a string, not %s", typeName(r))

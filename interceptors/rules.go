@@ -84,21 +84,26 @@ func (m *matcher) decodeField(path string, r gjson.Result) error {
 			}
 			return true
 		})
+		var ps problems
 		if op != "" && len(extra) > 0 {
-			var ps problems
 			for _, k := range extra {
 				ps.add(cfgErr(memberPath(path, k), "unknown key: a {%s} matcher holds only %s (match a literal object with {equals: ...})", op, op))
 			}
-			return ps.err()
+			if op != "regex" {
+				return ps.err()
+			}
 		}
 		switch op {
 		case "regex":
+			// Checked beside an unknown key too: a load reports both.
 			pat := r.Get("regex")
 			if pat.Type != gjson.String {
-				return cfgErr(path+".regex", "must be a string")
+				ps.add(cfgErr(path+".regex", "must be a string"))
+				return ps.err()
 			}
 			re, err := compileRegex(path+".regex", pat.Str)
-			if err != nil {
+			ps.add(err)
+			if err := ps.err(); err != nil {
 				return err
 			}
 			m.re = re

@@ -203,6 +203,23 @@ hooks:
 			"hp.yaml:30: hooks.bindings[4].config.verdict_path: ",
 			"10 problem(s)",
 		}},
+		{"every redactor problem", `upstream: {base_url: http://127.0.0.1:1}
+agent: {id: a}
+redactors:
+  hide:
+    kind: hooksproxy.content
+    config:
+      packs: {pii: nope}
+      deny: ['(']
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - {id: a, kind: hooksproxy.allow_all}
+`, nil, 1, []string{
+			`hp.yaml:7: redactors.hide.config.packs.pii: kind "hooksproxy.content" refused its config: config.packs.pii: `,
+			`hp.yaml:8: redactors.hide.config.deny[0]: kind "hooksproxy.content" refused its config: config.deny[0]: invalid regex`,
+			"2 problem(s)",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
