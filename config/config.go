@@ -308,6 +308,8 @@ type parser struct {
 	file    string
 	baseDir string
 	probs   []Problem
+	// warnings are the hooks block's advice, for Config.Warnings.
+	warnings []Problem
 	// passLines locates each accepted passthrough entry, in order.
 	passLines []passEntry
 	// lines is Config.lines, filled as the walk goes.
@@ -664,6 +666,7 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 	ov := p.overlay(root, cfg, reg)
 	if hooks != nil {
 		cfg.Hooks = p.hooks(hooks, hooksLine, ov)
+		cfg.Warnings = append(cfg.Warnings, p.warnings...)
 	}
 	lines, _ := sectionLines(root)
 	p.checkApprovalBound(cfg, ov, lines)
@@ -1487,6 +1490,16 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 			file = filepath.Join(p.baseDir, file)
 		}
 		d, err := LoadDeclarationFile(file, reg)
+		if err == nil {
+			lines := jsonFileLines(file)
+			for _, f := range d.Advice() {
+				at := rn.Value + ": "
+				if l := lineOfPointer(lines, f.Path); l > 0 {
+					at = rn.Value + ":" + strconv.Itoa(l) + ": "
+				}
+				p.warnings = append(p.warnings, Problem{Path: pointerPath("hooks", f.Path), Line: rn.Line, Msg: "warning: " + at + f.Detail})
+			}
+		}
 		if err != nil {
 			// The problem stands at the hooks: line of this file; its
 			// message names the line inside the declaration file too.
@@ -1518,6 +1531,10 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 	if err != nil {
 		p.declProblems(err, c.locate, func(string) string { return "" })
 		return nil
+	}
+	for _, f := range d.Advice() {
+		l := c.locate(f.Path)
+		p.warnings = append(p.warnings, Problem{Path: l.path, Line: l.line, Msg: "warning: " + f.Detail})
 	}
 	return d
 }

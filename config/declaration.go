@@ -84,13 +84,29 @@ type Declaration struct {
 	specs         []BindingSpec
 	configs       []*jval
 	bindings      []points.Binding
-	extensions    *jval
+	// advice are warnings about bindings that load but cannot work as
+	// written (PointsAdvisor), at their JSON pointers.
+	advice     []Finding
+	extensions *jval
 
 	identityProvider points.IdentityProvider
 	resolver         points.Resolver
 	redactor         points.Redactor
 
 	canonical []byte
+}
+
+// Advice lists warnings about bindings that loaded but judge nothing at
+// the points they are bound to (PointsAdvisor), each at its binding's
+// JSON pointer ("/bindings/2/at").
+func (d *Declaration) Advice() []Finding { return slices.Clone(d.advice) }
+
+// PointsAdvisor is implemented by interceptors that judge only some points:
+// AdvisePoints says, for the points a binding names (nil: every point),
+// why it would judge nothing there, or "" when it judges something.
+// validate prints it as a warning; the binding still loads.
+type PointsAdvisor interface {
+	AdvisePoints(at []points.Point) string
 }
 
 // Version is the document's contract version ("agent-hooks-declaration/1.0");
@@ -1269,6 +1285,11 @@ func buildBindings(d *Declaration, reg Registry, knownOnly bool) error {
 		case ic == nil:
 			rejected = append(rejected, Finding{p, fmt.Sprintf("kind %q returned no interceptor for binding %q", s.Kind, s.ID)})
 			continue
+		}
+		if pa, ok := ic.(PointsAdvisor); ok {
+			if msg := pa.AdvisePoints(s.At); msg != "" {
+				d.advice = append(d.advice, Finding{p + "/at", fmt.Sprintf("binding %q (kind %q): %s", s.ID, s.Kind, msg)})
+			}
 		}
 		if pc, ok := ic.(pointsChecker); ok {
 			if err := pc.CheckPoints(s.At); err != nil {

@@ -410,3 +410,22 @@ func (*CEL) RunsInline() bool { return true }
 // its cost. Rules without one end within their cost whatever the context
 // says, and a timer per call would cost them 3-4% of a request's CPU.
 func (x *CEL) HonorsDeadline() bool { return x.loops }
+
+// adviseAt is AdvisePoints for a kind that judges only at judged: "" when
+// at (nil: every point) includes one of them, else why the binding judges
+// nothing.
+func adviseAt(at []points.Point, what string, judged ...points.Point) string {
+	if len(at) == 0 {
+		return ""
+	}
+	for _, p := range at {
+		if slices.Contains(judged, p) {
+			return ""
+		}
+	}
+	names := make([]string, len(judged))
+	for i, p := range judged {
+		names[i] = string(p)
+	}
+	return "judges " + what + " only at " + strings.Join(names, " and ") + ", none of its points: it allows everything there"
+}

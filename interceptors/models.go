@@ -50,6 +50,12 @@ func newModels(_ string, config []byte, _ Env) (points.Interceptor, error) {
 }
 
 // Intercept checks model.id at pre_model_call; deny wins over allow.
+// AdvisePoints implements config.PointsAdvisor: models judges the model a
+// call asks for, at pre_model_call.
+func (m *Models) AdvisePoints(at []points.Point) string {
+	return adviseAt(at, "the model a call asks for", points.PreModelCall)
+}
+
 func (m *Models) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
 	if err := ctxErr(ctx); err != nil {
 		return points.Verdict{}, err

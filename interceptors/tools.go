@@ -270,6 +270,12 @@ type toolFinding struct {
 
 // Intercept checks the tool call at pre_tool_call and every requested call
 // at post_model_call; other points allow.
+// AdvisePoints implements config.PointsAdvisor: tools judges the calls of
+// a model answer (post_model_call) and a call about to run (pre_tool_call).
+func (t *Tools) AdvisePoints(at []points.Point) string {
+	return adviseAt(at, "tool calls", points.PostModelCall, points.PreToolCall)
+}
+
 func (t *Tools) Intercept(ctx context.Context, c *points.Context) (points.Verdict, error) {
 	if err := ctxErr(ctx); err != nil {
 		return points.Verdict{}, err

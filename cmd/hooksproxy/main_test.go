@@ -203,6 +203,28 @@ hooks:
 			"hp.yaml:30: hooks.bindings[4].config.verdict_path: ",
 			"10 problem(s)",
 		}},
+		{"a kind bound where it judges nothing", `upstream: {base_url: http://127.0.0.1:1}
+agent: {id: a}
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  bindings:
+    - id: t
+      kind: hooksproxy.tools
+      at: [output]
+      config: {deny: [x]}
+    - id: m
+      kind: hooksproxy.models
+      at: [post_model_call, output]
+      config: {allow: [gpt-4o]}
+    - id: fine
+      kind: hooksproxy.tools
+      at: [pre_tool_call]
+      config: {deny: [x]}
+    - {id: a, kind: hooksproxy.allow_all}
+`, nil, 0, []string{
+			`hp.yaml:8: hooks.bindings[0].at: warning: binding "t" (kind "hooksproxy.tools"): judges tool calls only at post_model_call and pre_tool_call, none of its points`,
+			`hp.yaml:12: hooks.bindings[1].at: warning: binding "m" (kind "hooksproxy.models"): judges the model a call asks for only at pre_model_call`,
+		}},
 		{"every redactor problem", `upstream: {base_url: http://127.0.0.1:1}
 agent: {id: a}
 redactors:
