@@ -1507,7 +1507,10 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 			p.declProblems(err, func(pointer string) loc {
 				return loc{line: rn.Line, path: pointerPath("hooks", pointer)}
 			}, func(pointer string) string {
-				if l := lineOfPointer(lines, pointer); l > 0 {
+				// A finding about the whole document (a syntax error the
+				// YAML parser, which read the lines, accepted) has no line
+				// of its own here.
+				if l := lineOfPointer(lines, pointer); l > 0 && pointer != "" {
 					return rn.Value + ":" + strconv.Itoa(l) + ": "
 				}
 				return rn.Value + ": "

@@ -449,6 +449,13 @@ func TestParseHooksFile(t *testing.T) {
 			t.Errorf("problem %d = %+v, want line 3 and a message starting %q", i, ps.List[i], want)
 		}
 	}
+	// A syntax error the JSON loader refuses names no line it cannot know.
+	must(t, os.WriteFile(filepath.Join(dir, "comma.json"), []byte("{\n  \"declaration\": \"agent-hooks-declaration/1.0\",\n  \"bindings\": [\n    {\"id\": \"a\", \"kind\": \"hooksproxy.allow_all\"},\n  ]\n}\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(dir, "hp.yaml"), []byte(strings.Replace(src, "decl.json", "comma.json", 1)), 0o600))
+	_, err = Load(filepath.Join(dir, "hp.yaml"), configRegistry(t))
+	if !errors.As(err, &ps) || len(ps.List) != 1 || !strings.HasPrefix(ps.List[0].Msg, "comma.json: ") {
+		t.Errorf("err = %v, want one problem naming comma.json without a line", err)
+	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml"), configRegistry(t)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}

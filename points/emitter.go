@@ -981,18 +981,25 @@ func (e *Emitter) fold(p Point, raw []byte, work *[]byte, v Verdict) (Verdict, b
 	if v.Transform == nil {
 		return hostError(ReasonTransformInvalid, ""), false
 	}
+	// The messages are the host's own: the path is the interceptor's text
+	// (possibly built from the target, and unbounded), and the combined
+	// verdict's message reaches the model in a control error. The record
+	// keeps the path in its verdicts summary.
 	if !p.Transformable() {
-		return hostError(ReasonTransformTargetForbidden, v.Transform.Path), false
+		return hostError(ReasonTransformTargetForbidden, "no transform is permitted at this point"), false
 	}
 	target := gjson.GetBytes(*work, "target")
 	applied, err := ApplyTransform([]byte(target.Raw), v.Transform.Path, v.Transform.Value)
 	if err != nil {
-		reason := ReasonTransformInvalid
+		reason, msg := ReasonTransformInvalid, "transform path does not resolve in the target or is outside the §5.2 grammar"
 		var te *TransformError
 		if errors.As(err, &te) {
 			reason = te.Reason
 		}
-		return hostError(reason, v.Transform.Path), false
+		if reason == ReasonTransformTargetForbidden {
+			msg = "transform path is not rooted at $target"
+		}
+		return hostError(reason, msg), false
 	}
 	if e.cfg.Targets != nil {
 		// Checked in evaluate_only too: the record says whether the
@@ -1007,7 +1014,7 @@ func (e *Emitter) fold(p Point, raw []byte, work *[]byte, v Verdict) (Verdict, b
 	}
 	next, err := writeBack(*work, p, applied)
 	if err != nil {
-		return hostError(ReasonTransformInvalid, v.Transform.Path), false
+		return hostError(ReasonTransformInvalid, "transformed target could not be written back"), false
 	}
 	*work = next
 	return v, true

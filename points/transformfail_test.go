@@ -3,6 +3,7 @@ package points
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -94,6 +95,20 @@ func TestHostDenyEmptyTrace(t *testing.T) {
 	for _, r := range recs {
 		if r.Trace != nil {
 			t.Errorf("%s record (%s) has trace %+v, want none", r.InterceptionPoint, r.Verdict.Reason, *r.Trace)
+		}
+	}
+}
+
+// A transform that fails to apply is denied with the host's own message:
+// the interceptor's path (its text, possibly from the target, unbounded)
+// is not copied into the combined verdict a control error hands the model.
+func TestFailedTransformMessageIsTheHosts(t *testing.T) {
+	long := "$context." + strings.Repeat("secret", 20000)
+	for _, path := range []string{long, "$target.missing_" + strings.Repeat("x", 5000)} {
+		e := newTestEmitter(t, Config{Bindings: []Binding{{Name: "t", Interceptor: verdictOf(Replace(path, json.RawMessage(`1`)))}}})
+		res := e.Emit(context.Background(), testSession(), OutputEvent(json.RawMessage(`"text"`)))
+		if res.Proceed || len(res.Verdict.Message) > 200 || strings.Contains(res.Verdict.Message, "secret") || strings.Contains(res.Verdict.Message, "missing_") {
+			t.Errorf("verdict %s %q (%d bytes)", res.Verdict.Reason, res.Verdict.Message[:min(80, len(res.Verdict.Message))], len(res.Verdict.Message))
 		}
 	}
 }

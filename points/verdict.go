@@ -107,9 +107,9 @@ func hostError(reason Reason, message string) Verdict {
 }
 
 // VerdictError says why a verdict failed §5 validation. Reason is the
-// reserved reason the host substitutes: verdict_invalid, or
-// transform_invalid / transform_target_forbidden for a path the §5.2 grammar
-// rejects (the gate and the apply step agree on the path language).
+// reserved reason the host substitutes, verdict_invalid (a transform path
+// is checked where it is applied, as a TransformError), or the one an
+// interceptor's own error names.
 type VerdictError struct {
 	Reason Reason
 	Detail string

@@ -297,7 +297,7 @@ func (s *Server) hostPost(w http.ResponseWriter, r *http.Request) {
 	if !ran {
 		msg := "post_tool_call needs a permitted pre_tool_call for this id first"
 		if already {
-			again, why := s.postAgain(r.Context(), sess, cid, sum)
+			again, why := s.postAgain(r.Context(), sess, cid, sum, value)
 			if again != nil {
 				// The same post retried: its verdict, not a second emission.
 				writeRawJSON(w, http.StatusOK, again)
@@ -364,12 +364,22 @@ func (s *Server) posted(sess *session, cid string, answer []byte) {
 // postAgain is the answer to a host post for an id whose post already ran:
 // the first post's answer when this one carries the same result (waiting
 // for it while the first still decides), or nil and why it is refused.
-func (s *Server) postAgain(ctx context.Context, sess *session, cid string, sum [32]byte) ([]byte, string) {
+func (s *Server) postAgain(ctx context.Context, sess *session, cid string, sum [32]byte, value []byte) ([]byte, string) {
 	sess.mu.Lock()
 	tc := sess.tools[cid]
+	if tc != nil && tc.seamPost {
+		// The transparent seam ran it: the same result gets its verdict.
+		defer sess.mu.Unlock()
+		if tc.hostSum != sum {
+			return nil, "post_tool_call already ran for this id, from the tool message the agent sent, with another result"
+		}
+		if a := tc.seamAnswer(value); a != nil {
+			return a, ""
+		}
+		return nil, "post_tool_call for this id is still deciding"
+	}
 	if tc == nil || !tc.hostPost {
-		// A post that ran before these fields existed for it (a result
-		// judged in another session of the run, say).
+		// A result judged elsewhere (another session of the run).
 		sess.mu.Unlock()
 		return nil, "post_tool_call already ran for this id, from the tool message the agent sent"
 	}

@@ -38,6 +38,14 @@ type toolCall struct {
 	hostPost   bool
 	hostDone   bool
 	posted     chan struct{}
+	// seamPost: the post ran for a role:tool message (the transparent
+	// seam), with hostSum its result's; a host API post of the same
+	// result is answered from it (seamAnswer), built only then.
+	// seamTarget is the transformed result's JSON, kept only when a
+	// transform changed it.
+	seamPost   bool
+	seamTarget []byte
+	postDenied bool // the post that ran blocked the result
 	// result is the content the model gets for this call: the control
 	// error of a blocked pre or post, or the result post_tool_call
 	// permitted (after its transform). A role:tool message that says
@@ -81,12 +89,14 @@ func controlError(p points.Point, v points.Verdict) json.RawMessage {
 	}
 	b := []byte(`{"error":"Tool call blocked by agent-hooks at ` + string(p) + `.","reason":`)
 	b = appendString(b, reason)
-	if v.Message != "" && reason != string(points.ReasonContextInvalid) {
+	// Bounded as on the record and a 403 (their projection).
+	msg := points.Project(v).Message
+	if msg != "" && reason != string(points.ReasonContextInvalid) {
 		// As on a 403 (writeBlockedRetry): context_invalid's detail names
 		// a path into the call or result it refused, so it stays on the
 		// record.
 		b = append(b, `,"message":`...)
-		b = appendString(b, v.Message)
+		b = appendString(b, msg)
 	}
 	return append(b, '}')
 }
@@ -227,7 +237,7 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 	case !r.Proceed:
 		// §6.1: the result is not incorporated; the model gets the control error.
 		c := string(controlError(points.PostToolCall, r.Verdict))
-		tc.result = &c
+		tc.result, tc.postDenied = &c, true
 	case r.Transformed:
 		c := contentOf(r.Target())
 		tc.result = &c
@@ -239,15 +249,33 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 		// A result the transparent seam judged: a host API post of the
 		// same result later gets this verdict, as a host pre after the
 		// release gets the release's (one emission per id, whichever
-		// seam sees it first).
-		tc.hostSum, tc.hostPost, tc.hostDone = resultSum(value, isError), true, true
-		if r.Proceed || !terminates(s.cur(), r) {
-			tc.hostAnswer = postAnswer(&r, value)
+		// seam sees it first). Only a digest and a transformed result
+		// are kept; the answer is built if such a post comes.
+		tc.hostSum, tc.seamPost = resultSum(value, isError), true
+		if r.Proceed && r.Transformed {
+			tc.seamTarget = []byte(strings.Clone(r.Target().Raw))
 		}
-		tc.posted = make(chan struct{})
-		close(tc.posted)
 	}
 	return &r, true, false
+}
+
+// seamAnswer is the host API's answer for a result the transparent seam
+// judged, to a post that carries that same result (value); call with the
+// session lock held.
+func (tc *toolCall) seamAnswer(value []byte) []byte {
+	var answer map[string]any
+	switch {
+	case tc.result == nil:
+		return nil
+	case tc.postDenied:
+		answer = map[string]any{"proceed": false, "control_error": json.RawMessage(*tc.result)}
+	case tc.seamTarget != nil:
+		answer = map[string]any{"proceed": true, "result": json.RawMessage(tc.seamTarget)}
+	default:
+		answer = map[string]any{"proceed": true, "result": json.RawMessage(value)}
+	}
+	b, _ := json.Marshal(answer)
+	return b
 }
 
 // sessionKnows reports whether sess already has a tool call id.

@@ -455,3 +455,25 @@ func TestHostPostAfterTheToolMessage(t *testing.T) {
 		t.Fatalf("post_tool_call emitted %d times, want 1", n)
 	}
 }
+
+// seamAnswer builds the host API's answer from what the transparent seam
+// kept: the control error of a blocked result, the transformed result, or
+// the posted result itself.
+func TestSeamAnswer(t *testing.T) {
+	ctrl := `{"error":"Tool call blocked by agent-hooks at post_tool_call.","reason":"no"}`
+	sent := "fine"
+	for _, tc := range []struct {
+		name string
+		call toolCall
+		want string
+	}{
+		{"deciding", toolCall{seamPost: true}, ""},
+		{"blocked", toolCall{seamPost: true, result: &ctrl, postDenied: true}, `{"control_error":` + ctrl + `,"proceed":false}`},
+		{"transformed", toolCall{seamPost: true, result: &sent, seamTarget: []byte(`"[masked]"`)}, `{"proceed":true,"result":"[masked]"}`},
+		{"as sent", toolCall{seamPost: true, result: &sent}, `{"proceed":true,"result":"fine"}`},
+	} {
+		if got := string(tc.call.seamAnswer([]byte(`"fine"`))); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
