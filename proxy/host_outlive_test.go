@@ -33,19 +33,7 @@ func TestHostCallOutlivesItsClient(t *testing.T) {
 					t.Fatalf("pre: %d %s", r.StatusCode, b)
 				}
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Content-Type", "application/json")
-			gone := make(chan struct{})
-			go func() {
-				defer close(gone)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
-			}()
-			<-entered
-			cancel() // the client gives up while the decision waits
-			<-gone
+			abandon(base+tc.path, tc.body, entered) // the client gives up while the decision waits
 			retried := make(chan []byte, 1)
 			go func() { _, b := hostCall(t, base+tc.path, tc.body); retried <- b }()
 			// The gone client's emission and the retry.
@@ -65,6 +53,28 @@ func TestHostCallOutlivesItsClient(t *testing.T) {
 			}
 		})
 	}
+}
+
+// abandon POSTs body to url (hdr: header name, value pairs) and gives up
+// on it once entered is closed, the decision it waits for having begun; it
+// returns when the client is gone.
+func abandon(url, body string, entered <-chan struct{}, hdr ...string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-entered
+	cancel()
+	<-gone
 }
 
 // heldAt allows every point but p, which it holds until release is closed
@@ -110,22 +120,7 @@ func TestToolResultOutlivesItsClient(t *testing.T) {
 			follow := `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
 				`{"id":"call_outlive_1234567890","type":"function","function":{"name":"get_weather","arguments":"{}"}}]},` +
 				`{"role":"tool","tool_call_id":"call_outlive_1234567890","content":"sunny and 21C"}]}`
-			ctx, cancel := context.WithCancel(context.Background())
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.URL+"/v1/chat/completions", strings.NewReader(follow))
-			req.Header.Set("Content-Type", "application/json")
-			for i := 0; i+1 < len(hdr); i += 2 {
-				req.Header.Set(hdr[i], hdr[i+1])
-			}
-			gone := make(chan struct{})
-			go func() {
-				defer close(gone)
-				if resp, err := http.DefaultClient.Do(req); err == nil {
-					resp.Body.Close()
-				}
-			}()
-			<-entered
-			cancel() // the client gives up while the result is judged
-			<-gone
+			abandon(p.URL+"/v1/chat/completions", follow, entered, hdr...) // the client gives up while the result is judged
 			retried := make(chan int, 1)
 			go func() { r, _ := post(t, p.URL, follow, hdr...); retried <- r.StatusCode }()
 			if !headerless {

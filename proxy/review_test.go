@@ -86,17 +86,22 @@ func TestReviewRedactLeavesLogprobs(t *testing.T) {
 	}
 }
 
-// R4: a second request on a new named session runs before agent_startup is decided.
-func TestReviewConcurrentStartupDenyRace(t *testing.T) {
-	up, got := seqUpstream(t, plainCompletion)
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
+// slowStartupDeny is a proxy whose agent_startup denies (startup_denied)
+// once release is closed, signalling entered as each startup begins.
+func slowStartupDeny(t *testing.T, up string) (p *testProxy, entered chan struct{}, release chan struct{}) {
+	release, entered = make(chan struct{}), make(chan struct{}, 1)
 	startup := at(points.AgentStartup, "slow-deny", func(c *points.Context) (points.Verdict, error) {
 		entered <- struct{}{}
 		<-release
 		return points.Deny("startup_denied", ""), nil
 	})
-	p := newProxy(t, up.URL, startup, allowAll(points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown))
+	return newProxy(t, up, startup, allowAll(points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown)), entered, release
+}
+
+// R4: a second request on a new named session runs before agent_startup is decided.
+func TestReviewConcurrentStartupDenyRace(t *testing.T) {
+	up, got := seqUpstream(t, plainCompletion)
+	p, entered, release := slowStartupDeny(t, up.URL)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); post(t, p.URL, hello, "X-Agent-Hooks-Session", "race") }()
@@ -320,14 +325,7 @@ func TestReviewMissingIDsBypass(t *testing.T) {
 // it: a 403 with the agent_hooks facts, the policy's reason as the code.
 func TestWaiterGetsTheStartupDeny(t *testing.T) {
 	up, got := seqUpstream(t, plainCompletion)
-	release := make(chan struct{})
-	entered := make(chan struct{}, 1)
-	startup := at(points.AgentStartup, "slow-deny", func(c *points.Context) (points.Verdict, error) {
-		entered <- struct{}{}
-		<-release
-		return points.Deny("startup_denied", ""), nil
-	})
-	p := newProxy(t, up.URL, startup, allowAll(points.Input, points.PreModelCall, points.PostModelCall, points.Output, points.AgentShutdown))
+	p, entered, release := slowStartupDeny(t, up.URL)
 	type answer struct {
 		code  int
 		retry string
