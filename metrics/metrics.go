@@ -19,7 +19,7 @@
 //
 //	hooksproxy_decisions_total{point,decision,mode,liftable,reason} counter (reason "none" for allow)
 //	hooksproxy_denials_total{point,mode,reason,binding}           counter
-//	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed; starts at 0 for every reserved reason)
+//	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed: a host error that blocked its action, so not one evaluate_only let through; starts at 0 for every reserved reason)
 //	hooksproxy_fold_truncated_total{point}                        counter
 //	hooksproxy_approvals_total{point,outcome,resolved_by}         counter (outcome approve|reject|unresolved|cancelled|failed; resolved_by approval|rejection)
 //	hooksproxy_emission_duration_seconds{point}                   histogram
@@ -186,7 +186,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	}
 	m.decisions = counter("decisions_total", "Emissions by interception point, combined decision, mode, whether the deny was liftable, and reason (none for an allow).", "point", "decision", "mode", "liftable", "reason")
 	m.denials = counter("denials_total", "Deny decisions by point, mode, reason and the deciding binding (none when host-synthesized).", "point", "mode", "reason", "binding")
-	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies by point and reserved reason.", "point", "reason")
+	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies (the action blocked; evaluate_only's shadowed ones are not counted) by point and reserved reason.", "point", "reason")
 	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
 	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (approve, reject, unresolved, cancelled or failed) and the record's resolved_by (approval or rejection).", "point", "outcome", "resolved_by")
 	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
@@ -264,7 +264,10 @@ func (m *Metrics) Emission(r *points.Record, elapsed time.Duration) {
 	}
 	if r.Verdict.Decision == points.DecisionDeny {
 		inc(m.denials, point, modeLabel(r.Mode), reason, m.decidingBinding(r))
-		if points.IsHostError(r.Verdict.Reason) && !callerCancelled(r.Verdict.Message) {
+		// Fail-closed: a host error that blocked the action. One that
+		// evaluate_only let through is a shadowed deny (denials_total
+		// {mode="evaluate_only"}), no outage to page on.
+		if points.IsHostError(r.Verdict.Reason) && !callerCancelled(r.Verdict.Message) && !r.Proceeds() {
 			inc(m.hostErrors, point, reason)
 		}
 	}

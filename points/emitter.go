@@ -1431,7 +1431,7 @@ func (e *Emitter) EmitHostDeny(ctx context.Context, s *Session, ev Event, reason
 		IdentityProvider: e.providerName, SessionID: s.ID(), Sequence: seq,
 		Timestamp: now.UTC().Format(TimestampLayout), Composition: e.cfg.Composition,
 		Declaration: e.cfg.Declaration, InterceptorsRegistered: len(e.byPoint[ev.Point]),
-		Verdicts: e.noVerdicts(),
+		Verdicts: e.noVerdicts(), hostBlocked: true,
 	}
 	if tr := traceOf(ev, s); tr.IsObject() {
 		// As on Emit: §10.3's trace is absent when the context carried

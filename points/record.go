@@ -158,6 +158,9 @@ type Record struct {
 	// emission (a host member, for joining records with access logs, set
 	// with Config.HostMembers); empty when the host set none.
 	HTTPRequestID string `json:"http_request_id,omitempty"`
+	// hostBlocked: a host deny that blocks in either mode (EmitHostDeny:
+	// an answer the host cannot judge has no verdict to shadow).
+	hostBlocked bool
 }
 
 // modelCallID is the request_id member of a model-call event, or "".
@@ -187,9 +190,10 @@ func RequestIDFrom(ctx context.Context) string {
 }
 
 // Proceeds reports whether the guarded action may go on: always in
-// evaluate_only, otherwise when the combined verdict permits.
+// evaluate_only (but for a host deny of an action the host cannot judge,
+// EmitHostDeny), otherwise when the combined verdict permits.
 func (r *Record) Proceeds() bool {
-	return r.Mode == EvaluateOnly || r.Verdict.Decision.Permits()
+	return !r.hostBlocked && (r.Mode == EvaluateOnly || r.Verdict.Decision.Permits())
 }
 
 // Liftable reports whether the combined verdict was a liftable deny.
