@@ -253,7 +253,9 @@ func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 	// host_error:approval_resolver_failed, so the wait ends as an error
 	// whichever bound (ours or the emitter's) ran out first.
 	if ctx.Err() != nil {
-		return points.ApprovalResolution{}, fmt.Errorf("approvals: no decision: %w", ctx.Err())
+		// The caller's bound (the emitter's approval_resolver_ms, or the
+		// request ending): payload-free too, so it is logged as its cause.
+		return points.ApprovalResolution{}, resolverFail("approvals: no decision before the caller's bound: %w", ctx.Err())
 	}
 	return points.ApprovalResolution{}, resolverFail("approvals: no decision within %s: %w", c.timeout, context.DeadlineExceeded)
 }

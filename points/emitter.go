@@ -1275,11 +1275,21 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 	// Each failure carries a payload-free message saying which check
 	// failed; a resolver's or redactor's own error goes to the log only
 	// (it may name a URL or a status, which records do not carry).
-	fail := func(r Reason, msg string) (Verdict, bool, bool) { return hostError(r, msg), false, true }
+	logged := false
+	fail := func(r Reason, msg string) (Verdict, bool, bool) {
+		if e.cfg.Logger != nil && !logged {
+			// A failed consultation fails closed: operators see it here
+			// as well as on the record (its message is payload-free).
+			e.cfg.Logger.Warn("approval failed closed", "point", string(p), "reason", string(r), "detail", msg,
+				"deny_reason", v.Reason, "request_id", RequestIDFrom(ctx))
+		}
+		return hostError(r, msg), false, true
+	}
 	logErr := func(what string, err error) {
 		if e.cfg.Logger == nil {
 			return
 		}
+		logged = true // the line below says it, with the cause
 		// An error's text may quote the context unless it says otherwise.
 		detail := fmt.Sprintf("%T", err)
 		var fc FailureCauser

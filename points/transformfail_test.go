@@ -3,6 +3,7 @@ package points
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -110,5 +111,25 @@ func TestFailedTransformMessageIsTheHosts(t *testing.T) {
 		if res.Proceed || len(res.Verdict.Message) > 200 || strings.Contains(res.Verdict.Message, "secret") || strings.Contains(res.Verdict.Message, "missing_") {
 			t.Errorf("verdict %s %q (%d bytes)", res.Verdict.Reason, res.Verdict.Message[:min(80, len(res.Verdict.Message))], len(res.Verdict.Message))
 		}
+	}
+}
+
+// A consultation that fails closed on the resolution's own checks (here
+// the echo rule) says so in the log, as a resolver's error does: the
+// record is not the only place an operator can find it.
+func TestFailedConsultationIsLogged(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, nil))
+	other := "not-the-identity"
+	res := ResolverFunc(func(_ context.Context, req ApprovalRequest) (ApprovalResolution, error) {
+		return ApprovalResolution{Outcome: OutcomeApprove, ContextIdentity: &other, Verdict: json.RawMessage(`{"decision":"allow"}`)}, nil
+	})
+	e := newTestEmitter(t, Config{Logger: log, Resolver: res, Bindings: []Binding{{Name: "ask", Interceptor: verdictOf(Escalate("needs_approval", ""))}}})
+	r := e.Emit(context.Background(), testSession(), OutputEvent(json.RawMessage(`"text"`)))
+	if r.Proceed || r.Verdict.Reason != string(ReasonApprovalIdentityMismatch) {
+		t.Fatalf("verdict %s %q", r.Verdict.Decision, r.Verdict.Reason)
+	}
+	if got := buf.String(); !strings.Contains(got, "approval failed closed") || !strings.Contains(got, string(ReasonApprovalIdentityMismatch)) {
+		t.Errorf("log %q, want the failed consultation", got)
 	}
 }

@@ -307,6 +307,8 @@ func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.
 	if gone {
 		s.tellClosing(w)
 	} else {
+		s.log.Info("blocked", "session", sess.ps.ID(), "request_id", points.RequestIDFrom(ctx), "point", res.Record.InterceptionPoint,
+			"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence)
 		writeBlocked(w, res)
 	}
 	// §6.1a: after a combined deny at agent_startup the shutdown's reason

@@ -33,31 +33,44 @@ func (l *lockedBuffer) String() string {
 // A request's log lines carry its X-Request-Id beside the session, so a
 // log line joins the client's request and the records' http_request_id.
 func TestLogLinesCarryRequestID(t *testing.T) {
-	up, _ := seqUpstream(t, plainCompletion)
-	var logs lockedBuffer
-	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Sink: points.NewMemorySink(0), Bindings: []points.Binding{
-		at(points.Input, "no-input", func(*points.Context) (points.Verdict, error) { return points.Deny("no_input", ""), nil }),
-		allowAll(points.AgentStartup, points.AgentShutdown),
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(up.URL)
-	s := New(Options{Upstream: u, Emitter: em, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	s.Start()
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() { hs.Close(); s.Close() })
-	resp, _ := post(t, hs.URL, hello, "X-Request-Id", "req-log-42")
-	if resp.StatusCode != http.StatusForbidden {
-		t.Fatalf("status %d", resp.StatusCode)
-	}
-	var line string
-	for _, l := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(l, "msg=blocked") {
-			line = l
-		}
-	}
-	if !strings.Contains(line, "request_id=req-log-42") || !strings.Contains(line, "session=") {
-		t.Fatalf("blocked log line %q lacks the request and session ids; logs:\n%s", line, logs.String())
+	// A deny at input, and one at agent_startup (here fail-closed: no
+	// binding covers it), each leave their blocked line.
+	for _, tc := range []struct {
+		name     string
+		bindings []points.Binding
+		status   int
+	}{
+		{"input deny", []points.Binding{
+			at(points.Input, "no-input", func(*points.Context) (points.Verdict, error) { return points.Deny("no_input", ""), nil }),
+			allowAll(points.AgentStartup, points.AgentShutdown),
+		}, http.StatusForbidden},
+		{"startup fails closed", []points.Binding{allowAll(points.Input, points.AgentShutdown)}, http.StatusServiceUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up, _ := seqUpstream(t, plainCompletion)
+			var logs lockedBuffer
+			em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Sink: points.NewMemorySink(0), Bindings: tc.bindings})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(up.URL)
+			s := New(Options{Upstream: u, Emitter: em, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			s.Start()
+			hs := httptest.NewServer(s)
+			t.Cleanup(func() { hs.Close(); s.Close() })
+			resp, _ := post(t, hs.URL, hello, "X-Request-Id", "req-log-42")
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			var line string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "msg=blocked") {
+					line = l
+				}
+			}
+			if !strings.Contains(line, "request_id=req-log-42") || !strings.Contains(line, "session=") {
+				t.Fatalf("blocked log line %q lacks the request and session ids; logs:\n%s", line, logs.String())
+			}
+		})
 	}
 }
