@@ -85,6 +85,10 @@ func decisionBuckets() []float64 {
 	return []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
 }
 
+// emissionBuckets go on to ten minutes: an emission includes its approval
+// wait, which approval_resolver_ms bounds (600 000 ms in the examples).
+func emissionBuckets() []float64 { return append(decisionBuckets(), 30, 60, 120, 300, 600) }
+
 func upstreamBuckets() []float64 {
 	return []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}
 }
@@ -189,7 +193,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	m.hostErrors = counter("host_errors_total", "Fail-closed host_error:* denies (the action blocked; evaluate_only's shadowed ones are not counted) by point and reserved reason.", "point", "reason")
 	m.foldTruncated = counter("fold_truncated_total", "Emissions where a registered interceptor was never invoked (fold_truncated: true).", "point")
 	m.approvals = counter("approvals_total", "Approval seam consultations by point, outcome (approve, reject, unresolved, cancelled or failed) and the record's resolved_by (approval or rejection).", "point", "outcome", "resolved_by")
-	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", decisionBuckets(), "point")
+	m.emissionDuration = histogram("emission_duration_seconds", "Time to run one emission, dispatch and approval included.", emissionBuckets(), "point")
 	m.interceptorDuration = histogram("interceptor_duration_seconds", "Time one interceptor took, by binding and point.", decisionBuckets(), "binding", "point")
 	m.interceptorVerdicts = counter("interceptor_verdicts_total", "Verdicts by binding, point and decision (after host substitution).", "binding", "point", "decision")
 	m.interceptorFailures = counter("interceptor_failures_total", "Interceptor calls replaced by a host_error:* deny, by binding, point and reason.", "binding", "point", "reason")
@@ -238,6 +242,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 	for _, c := range refusalCodes() {
 		m.refused.WithLabelValues(c)
 	}
+	// The upstream's failures, which HooksproxyUpstreamErrors watches.
+	for _, st := range []string{"false", "true"} {
+		m.upstreamRequests.WithLabelValues("error", st)
+	}
+	m.passthrough.WithLabelValues("error")
 	// A running process has a configuration that loaded.
 	m.configLastOK.Set(1)
 	return m, nil

@@ -343,6 +343,7 @@ func TestUpstreamStatusOutOfRangeIsError(t *testing.T) {
 # TYPE hooksproxy_upstream_requests_total counter
 hooksproxy_upstream_requests_total{code="503",stream="false"} 1
 hooksproxy_upstream_requests_total{code="error",stream="false"} 5
+hooksproxy_upstream_requests_total{code="error",stream="true"} 0
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hooksproxy_upstream_requests_total"); err != nil {
 		t.Fatal(err)

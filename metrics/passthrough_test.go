@@ -25,7 +25,13 @@ hooksproxy_passthrough_requests_total{code="error"} 2
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "hooksproxy_passthrough_requests_total"); err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(m.upstreamRequests); n != 0 {
-		t.Fatalf("passthrough counted as %d upstream model-call series", n)
+	// The model-call series stay at their zero start.
+	for _, st := range []string{"false", "true"} {
+		if n := testutil.ToFloat64(m.upstreamRequests.WithLabelValues("error", st)); n != 0 {
+			t.Fatalf("passthrough counted in the upstream model-call series: %v", n)
+		}
+	}
+	if n := testutil.CollectAndCount(m.upstreamRequests); n != 2 {
+		t.Fatalf("%d upstream model-call series, want the two error series started at 0", n)
 	}
 }
