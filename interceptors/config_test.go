@@ -221,3 +221,32 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 		})
 	}
 }
+
+// Each kind lists the reasons its config fixes, for the metrics to keep
+// (metrics.BindingsLoaded).
+func TestKindsListTheirReasons(t *testing.T) {
+	for _, tc := range []struct {
+		kind, config string
+		want         []string
+	}{
+		{KindContent, `{"deny":["x"],"reasons":{"deny":"secret_in_output"}}`, []string{"secret_in_output"}},
+		{KindTools, `{"deny":["x"],"reason":"tool_denied"}`, []string{"tool_denied"}},
+		{KindModels, `{"allow":["gpt-4o"],"reason":"model_blocked"}`, []string{"model_blocked"}},
+		{KindBudget, `{"max_model_calls":3}`, []string{"budget_exceeded"}},
+		{KindRules, `{"rules":[{"return":{"decision":"deny","reason":"r1"}}],"default":{"decision":"deny","reason":"r0"}}`, []string{"r0", "r1"}},
+		{KindCEL, `{"rules":[{"when":"true","verdict":{"decision":"deny","reason":"c1"}}]}`, []string{"c1"}},
+	} {
+		ic := build(t, tc.kind, tc.config)
+		rl, ok := ic.(interface{ Reasons() []string })
+		if !ok {
+			t.Errorf("%s lists no reasons", tc.kind)
+			continue
+		}
+		got := rl.Reasons()
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: reasons %q lack %q", tc.kind, got, w)
+			}
+		}
+	}
+}

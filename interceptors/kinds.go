@@ -429,3 +429,58 @@ func adviseAt(at []points.Point, what string, judged ...points.Point) string {
 	}
 	return "judges " + what + " only at " + strings.Join(names, " and ") + ", none of its points: it allows everything there"
 }
+
+// The kinds' Reasons methods list the reasons a binding's verdicts can
+// carry, as its config fixed them: the metrics keep them as label values
+// whatever else arrived first (a policy service that answers with ever new
+// reasons fills the cap and turns later ones into "other").
+
+// Reasons lists the content binding's reason per action.
+func (ct *Content) Reasons() []string { return mapValues(ct.rules.reasons) }
+
+// Reasons lists the tools binding's reason per outcome.
+func (t *Tools) Reasons() []string { return nonEmpty(t.reasons[:]) }
+
+// Reasons lists the models binding's reason.
+func (m *Models) Reasons() []string { return nonEmpty([]string{m.reason}) }
+
+// Reasons lists the budget binding's reason.
+func (b *Budget) Reasons() []string { return nonEmpty([]string{b.reason}) }
+
+// Reasons lists the reasons of the rules' verdicts and the default's.
+func (r *Rules) Reasons() []string {
+	out := []string{r.def.v.Reason}
+	for _, x := range r.rules {
+		out = append(out, x.ret.v.Reason)
+	}
+	return nonEmpty(out)
+}
+
+// Reasons lists the reasons of the rules' verdicts and the default's.
+func (c *CEL) Reasons() []string {
+	out := []string{c.def.v.Reason}
+	for _, x := range c.rules {
+		out = append(out, x.verdict.v.Reason)
+	}
+	return nonEmpty(out)
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return nonEmpty(out)
+}
+
+// nonEmpty is ss without empty strings and repeats.
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -70,3 +70,20 @@ func (c *capSet) label(s string) string {
 	c.seen[s] = struct{}{}
 	return s
 }
+
+// reserve admits s past the cap: the names and reasons a loaded config
+// fixes are few and must not read as Other because something else came
+// first. It returns s's label.
+func (c *capSet) reserve(s string) string {
+	s = identLabel(s)
+	if s == Other || s == None {
+		return s
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.seen[s]; !ok {
+		s = strings.Clone(s)
+		c.seen[s] = struct{}{}
+	}
+	return s
+}

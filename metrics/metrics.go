@@ -323,6 +323,10 @@ func callerCancelled(message string) bool { return message == "cancelled" }
 // outside the contract).
 var failureReasons = []points.Reason{points.ReasonInterceptorFailed, points.ReasonInterceptorTimeout, points.ReasonVerdictInvalid}
 
+// reasonLister is implemented by interceptors whose config fixes the
+// reasons their verdicts carry (the built-in kinds).
+type reasonLister interface{ Reasons() []string }
+
 // BindingsLoaded starts the failure counters of the bindings a loaded
 // configuration dispatches at zero, at each point they apply to, so that
 // an alert on increase() sees a binding's first failure: a series that
@@ -332,7 +336,14 @@ func (m *Metrics) BindingsLoaded(bs []points.Binding) {
 		return
 	}
 	for _, b := range bs {
-		name := m.bindings.label(b.Name)
+		name := m.bindings.reserve(b.Name)
+		if rl, ok := b.Interceptor.(reasonLister); ok {
+			// The reasons the config fixed keep their own label values,
+			// whatever filled the cap first.
+			for _, r := range rl.Reasons() {
+				m.reasons.reserve(r)
+			}
+		}
 		at := b.At
 		if len(at) == 0 {
 			at = points.AllPoints()
