@@ -210,6 +210,9 @@ func contains(ss []string, s string) bool {
 
 func TestConformanceUsageErrors(t *testing.T) {
 	empty := t.TempDir()
+	// An absolute path no other process can create meanwhile (a fixed
+	// /nonexistent could be).
+	absent := filepath.Join(t.TempDir(), "no", "such", "dir")
 	cases := []struct {
 		args []string
 		code int
@@ -221,7 +224,7 @@ func TestConformanceUsageErrors(t *testing.T) {
 		{[]string{"--nope"}, 2, "flag provided but not defined"},
 		{[]string{"--vectors", empty}, 1, "hooksproxy conformance: no AH-CTK-*.json vectors under " + empty + "\n"},
 		{[]string{"--vectors", filepath.Join(empty, "missing")}, 1, "hooksproxy conformance: --vectors " + filepath.Join(empty, "missing") + ": no such file or directory\n"},
-		{[]string{"--vectors", "/nonexistent"}, 1, "--vectors /nonexistent: no such file or directory"},
+		{[]string{"--vectors", absent}, 1, "--vectors " + absent + ": no such file or directory"},
 		{[]string{"--vectors", "testdata"}, 1, "no AH-CTK-*.json vectors under testdata\n"},
 		{[]string{"--vectors", "conformance.go"}, 1, "--vectors conformance.go: not a directory"},
 	}
