@@ -74,3 +74,32 @@ func TestLogLinesCarryRequestID(t *testing.T) {
 		})
 	}
 }
+
+// A tool call the transparent seam withholds (its pre_tool_call denied)
+// leaves a blocked line too: the answer goes out without it, 200.
+func TestWithheldCallIsLogged(t *testing.T) {
+	up, _ := seqUpstream(t, oneCall("call_withheld_1234567890", "delete_files"), plainCompletion)
+	var logs lockedBuffer
+	em, err := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Sink: points.NewMemorySink(0), Bindings: []points.Binding{denyTool("delete_files")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em, TransparentToolSeam: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	s.Start()
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	resp, b := post(t, hs.URL, `{"model":"m","messages":[{"role":"user","content":"clean up"}]}`, "X-Request-Id", "req-withheld")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	found := false
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "msg=blocked") && strings.Contains(l, "point=pre_tool_call") && strings.Contains(l, "request_id=req-withheld") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no blocked line for the withheld call; logs:\n%s", logs.String())
+	}
+}

@@ -398,6 +398,12 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 		}
 		if !out.proceed {
 			lastDeny = res
+			if res != nil {
+				// Withheld: the answer goes out without the call, so this
+				// line is the log's only trace of the deny.
+				s.log.Info("blocked", "session", sess.ps.ID(), "request_id", points.RequestIDFrom(ctx), "point", res.Record.InterceptionPoint,
+					"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence, "withheld", true)
+			}
 			sess.mu.Lock()
 			tc := sess.tools[id]
 			tc.rawArgs, tc.released = strings.Clone(argsStr), true
