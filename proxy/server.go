@@ -368,7 +368,7 @@ func (s *Server) shutdown(ctx context.Context, em *points.Emitter, sess *session
 	}
 	res = em.Emit(context.WithoutCancel(ctx), sess.ps, points.ShutdownEvent(reason))
 	if s.log.Enabled(context.Background(), slog.LevelInfo) { // as Info asks; its arguments box before it does
-		s.log.Info("session ended", "session", sess.ps.ID(), "reason", reason, "decision", res.Verdict.Decision)
+		s.log.Info("session ended", "session", sess.ps.ID(), "reason", reason, "shutdown_decision", res.Verdict.Decision)
 	}
 	return res, true
 }
