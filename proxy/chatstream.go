@@ -767,7 +767,11 @@ func (a *chatAcc) addChunk(ev int, data []byte) (usageOnly bool, err error) {
 				if a.id == nil {
 					a.id = append(a.id[:0], v.Raw...)
 				} else if string(a.id) != v.Raw {
-					reason = "id changes mid-stream"
+					// LiteLLM (for providers without an id) and older
+					// llama.cpp servers give every chunk its own id; npm
+					// and Python openai ignore it, openai-go drops the
+					// chunks that differ. Re-derived under the first id.
+					a.irregular = true
 				}
 			}
 		case "object":
@@ -1111,7 +1115,7 @@ func (a *chatAcc) addDelta(c *choiceAcc, delta gjson.Result) string {
 			case v.Type == gjson.Null:
 			case v.IsObject():
 				c.hasFn = true
-				reason = addFunctionDelta(&c.fn, v, "delta.function_call", false)
+				reason = addFunctionDelta(&c.fn, v, "delta.function_call", false, nil)
 			default:
 				reason = "delta.function_call is not an object"
 			}
@@ -1403,7 +1407,7 @@ func (a *chatAcc) addToolDelta(c *choiceAcc, t gjson.Result) string {
 			// name; only a different fragment is appended.
 			repeat = len(n.Raw) >= 2 && string(tc.name) == n.Raw[1:len(n.Raw)-1]
 		}
-		return addFunctionDelta(tc, fn, "tool call function", repeat)
+		return addFunctionDelta(tc, fn, "tool call function", repeat, &a.irregular)
 	}
 	return ""
 }
@@ -1440,7 +1444,7 @@ func (c *choiceAcc) maxToolIndex() int {
 // addFunctionDelta merges {"name","arguments"} fragments; names are
 // concatenated like arguments, as openai-go does, except that a name
 // repeating the whole name so far (skipName) is not appended again.
-func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string, skipName bool) string {
+func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string, skipName bool, objectArgs *bool) string {
 	var seen int
 	var reason string
 	fn.ForEach(func(k, v gjson.Result) bool {
@@ -1460,6 +1464,15 @@ func addFunctionDelta(tc *toolAcc, fn gjson.Result, what string, skipName bool) 
 		}
 		seen |= bit
 		if bit == 1 && skipName {
+			return true
+		}
+		if bit == 2 && v.IsObject() && objectArgs != nil {
+			// Arguments as an object (llama.cpp's server can send them
+			// so): its JSON text, as a json answer's are rewritten; the
+			// stream is then re-derived with a string.
+			q := appendString(nil, string(compact([]byte(v.Raw))))
+			*dst = append(*dst, q[1:len(q)-1]...)
+			*objectArgs = true
 			return true
 		}
 		var ignored bool

@@ -604,7 +604,6 @@ var csErrorCases = []struct {
 	{"non-json.sse", ErrMalformedChunk},
 	{"done-prefix.sse", ErrMalformedChunk},
 	{"choices-not-array.sse", ErrMalformedChunk},
-	{"id-changes.sse", ErrMalformedChunk},
 	{"duplicate-content-key.sse", ErrMalformedChunk},
 	{"custom-tool-type.sse", ErrMalformedChunk},
 	{"text-completion-object.sse", ErrMalformedChunk},
@@ -1101,5 +1100,47 @@ func BenchmarkRederive(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A stream whose chunks each carry their own id (LiteLLM for providers
+// without one, older llama.cpp servers) and one whose tool call arguments
+// come as an object (llama.cpp's server) are assembled, not refused: under
+// the first id and with the arguments' JSON text, re-derived (Unjudged)
+// so that every client reads one id and string arguments.
+func TestChatStreamIrregularButAccepted(t *testing.T) {
+	objArgs := []byte(`data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"search","arguments":{"query":"a \"b\""}}}]},"finish_reason":null}]}
+
+data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}
+
+data: [DONE]
+
+`)
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+		want map[string]string
+	}{
+		{"id changes", csLoadStream(t, filepath.Join("testdata", "chatstream", "id-changes.sse")), map[string]string{"id": "chatcmpl-E1", "choices.0.message.content": "x"}},
+		{"object arguments", objArgs, map[string]string{"choices.0.message.tool_calls.0.function.arguments": `{"query":"a \"b\""}`}},
+	} {
+		for _, ch := range csChunkings {
+			s := NewChatStream(csTestLimit)
+			if _, err := s.ReadFrom(ch.wrap(tc.raw)); err != nil {
+				t.Fatalf("%s/%s: ReadFrom: %v", tc.name, ch.name, err)
+			}
+			c, err := s.Assemble()
+			if err != nil {
+				t.Fatalf("%s/%s: Assemble: %v", tc.name, ch.name, err)
+			}
+			for path, want := range tc.want {
+				if got := gjson.GetBytes(c, path).String(); got != want {
+					t.Errorf("%s/%s: %s = %q, want %q", tc.name, ch.name, path, got, want)
+				}
+			}
+			if !s.Unjudged() {
+				t.Errorf("%s/%s: not re-derived", tc.name, ch.name)
+			}
+		}
 	}
 }
