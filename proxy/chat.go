@@ -414,6 +414,13 @@ type chatRequest struct {
 // admitChat reads and checks a chat completion request; when it returns
 // false the refusal has been written.
 func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
+	// One Content-Type and at most one Content-Encoding line: the checks
+	// below read the first, and the upstream, which gets them all, might
+	// honour another (a second charset=utf-7 line).
+	if len(r.Header.Values("Content-Type")) > 1 || len(r.Header.Values("Content-Encoding")) > 1 {
+		s.refuse(w, http.StatusBadRequest, "Content-Type and Content-Encoding may each be sent once", "invalid_content_type")
+		return chatRequest{}, false
+	}
 	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		s.refuse(w, http.StatusBadRequest, "Content-Type must be application/json", "invalid_content_type")
@@ -995,7 +1002,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 				// A provider failure answered as a 200 JSON error (as
 				// OpenRouter and LiteLLM do) to a streaming request: its
 				// message is passed on, as for a json request.
-				rn.refuseAnswer(e.Message, e.code(), nil)
+				rn.refuseUpstreamError(e)
 				return false
 			}
 		}
@@ -1064,6 +1071,10 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 			rn.bodyFailed(ctx, mc, t.completion, err)
 			return false
 		}
+		// A UTF-8 byte order mark before the JSON (RFC 8259 §8.1 lets a
+		// reader ignore it; a stream's is already skipped) is not part of
+		// the answer.
+		t.completion = bytes.TrimPrefix(t.completion, []byte("\xef\xbb\xbf"))
 		if encErr := points.CheckEncoding(t.completion, 0); encErr != nil {
 			if d := outOfDomain(encErr); d != "" {
 				// JSON, but with a value no context can carry (a lone
@@ -1216,8 +1227,13 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "stream carries more choices and tool calls than the proxy holds"))
 	case errors.Is(err, ErrMalformedChunk):
 		// Not a chat completion stream, like a json body that is not
-		// acceptable JSON.
-		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream carried an event that is not a chat completion chunk; nothing of it was released", "upstream_invalid_response")
+		// acceptable JSON. The reason is the proxy's own words (one that
+		// quotes a member name of the upstream's is left out).
+		why := ""
+		if errors.As(err, &chunkErr) && chunkErr.Reason != "" && !strings.ContainsAny(chunkErr.Reason, "\"\\") {
+			why = " (" + chunkErr.Reason + ")"
+		}
+		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream is not a chat completion stream"+why+"; nothing of it was released", "upstream_invalid_response")
 		rn.upstreamFailed()
 	default:
 		// Over max_buffered_response_bytes: the proxy cannot hold it.
@@ -1251,6 +1267,15 @@ func (rn *run) streamBroken(detail, code string) {
 func (rn *run) refuseAnswer(msg string, code any, cause error) {
 	rn.logRefused(msg, code, cause)
 	writeError(rn.w, http.StatusBadGateway, "upstream_error", msg, code)
+	rn.upstreamFailed()
+}
+
+// refuseUpstreamError is refuseAnswer for the upstream's own error in a
+// 200: its message goes to the client, as an upstream error's does, but
+// not to the log, since a provider may quote the input it refused there.
+func (rn *run) refuseUpstreamError(e *UpstreamStreamError) {
+	rn.logRefused("upstream answered 200 with an error (its message is passed to the client, not logged)", e.code(), e)
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
 	rn.upstreamFailed()
 }
 
@@ -1460,7 +1485,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		if e.Message == "" {
 			e.Message = "upstream answered 200 with an error body"
 		}
-		rn.refuseAnswer(e.Message, e.code(), nil)
+		rn.refuseUpstreamError(e)
 		return false
 	}
 	if u := gjson.ParseBytes(v.usage); u.IsObject() {

@@ -116,6 +116,25 @@ func TestRequestCharsetMustBeUTF8(t *testing.T) {
 			t.Errorf("%s: status %d, upstream calls %d", c.ct, resp.StatusCode, calls.Load())
 		}
 	}
+	// A second Content-Type or Content-Encoding line is refused: the check
+	// reads the first, the upstream might honour another.
+	for _, h := range [][2]string{{"Content-Type", "application/json; charset=utf-7"}, {"Content-Encoding", "gzip"}} {
+		req, _ := http.NewRequest(http.MethodPost, hs.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if h[0] == "Content-Encoding" {
+			req.Header.Set("Content-Encoding", "identity")
+		}
+		req.Header.Add(h[0], h[1])
+		before := calls.Load()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || calls.Load() != before {
+			t.Errorf("two %s lines: status %d, upstream called %v", h[0], resp.StatusCode, calls.Load() != before)
+		}
+	}
 }
 
 // A passthrough request keeps the client's Accept-Encoding (or its
@@ -154,5 +173,35 @@ func TestPassthroughKeepsAcceptEncoding(t *testing.T) {
 		if wantCE := map[bool]string{true: "gzip", false: ""}[ae != ""]; resp.Header.Get("Content-Encoding") != wantCE {
 			t.Errorf("Content-Encoding %q, want %q", resp.Header.Get("Content-Encoding"), wantCE)
 		}
+	}
+}
+
+// A passthrough answer carries the proxy's own names as the chat route's
+// do: its X-Request-Id (the upstream's goes on as X-Upstream-Request-Id),
+// and no session header the upstream forged, which an agent reading its
+// session id from any answer would follow.
+func TestPassthroughAnswersUnderTheProxysNames(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Request-Id", "upstream-req-1")
+		w.Header().Set("X-Agent-Hooks-Session", "forged-by-upstream")
+		w.Header().Set("X-Upstream-Request-Id", "forged-upstream-id")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data":[]}`))
+	}))
+	t.Cleanup(up.Close)
+	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
+	u, _ := url.Parse(up.URL)
+	hs := httptest.NewServer(New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/models"}, UpstreamTimeout: 10 * time.Second}))
+	t.Cleanup(hs.Close)
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/models", nil)
+	req.Header.Set("X-Request-Id", "client-req-7")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Values("X-Request-Id")[0] != "client-req-7" || len(resp.Header.Values("X-Request-Id")) != 1 ||
+		resp.Header.Get("X-Upstream-Request-Id") != "upstream-req-1" || resp.Header.Get("X-Agent-Hooks-Session") != "" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
 }

@@ -125,6 +125,33 @@ func TestRefusedUpstreamAnswers(t *testing.T) {
 			if !strings.Contains(warn, "request_id=req-refused-1") || !strings.Contains(warn, "session=") || !strings.Contains(warn, "code="+tc.code) {
 				t.Fatalf("no WARN line naming the request, session and code; logs:\n%s", logs.String())
 			}
+			// The upstream's own error text goes to the client, not to the
+			// log: a provider may quote the input it refused.
+			if strings.Contains(logs.String(), "Provider returned error") {
+				t.Fatalf("the upstream's error text is in the log:\n%s", logs.String())
+			}
 		})
+	}
+}
+
+// A stream refused as no chat completion stream says why in the client's
+// error message (the proxy's own words), so a user need not read the log.
+func TestMalformedStreamSaysWhy(t *testing.T) {
+	up, _ := upstream(t, "data: [DONE]\n\n", true, 64)
+	p := newProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, helloStream)
+	if r.StatusCode != http.StatusBadGateway || !strings.Contains(gjson.GetBytes(b, "error.message").Str, "(no choice before [DONE])") {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+}
+
+// A json answer that starts with a UTF-8 byte order mark is the answer
+// after it (RFC 8259 §8.1), as a stream's is.
+func TestJSONAnswerAfterABOM(t *testing.T) {
+	up, _ := upstream(t, "\xef\xbb\xbf"+plainCompletion, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	r, b := post(t, p.URL, hello)
+	if r.StatusCode != 200 || gjson.GetBytes(b, "choices.0.message.content").Str != "Hello there, the secret is safe." {
+		t.Fatalf("%d %s", r.StatusCode, b)
 	}
 }

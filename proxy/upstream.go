@@ -158,6 +158,7 @@ func relayError(w http.ResponseWriter, resp *http.Response, limit int64) {
 // passthrough forwards a configured path unchanged (still without hop-by-hop
 // headers, with the configured key), streaming the answer back.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
+	requestID(w, r) // on every answer, as on the chat route
 	if !cleanPath(r) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "path is not canonical; refused so nothing reaches the model unmediated", "not_found")
 		return
@@ -217,7 +218,16 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.opts.Metrics.PassthroughRequest(resp.StatusCode)
+	// The names hooksproxy answers under are its own here too: the
+	// upstream's X-Request-Id goes on as X-Upstream-Request-Id (when a
+	// token), and a session header the upstream sent is dropped, as an
+	// agent reading its session id from any answer must get the proxy's.
+	noteUpstreamID(w, resp)
 	copyRawHeaders(w.Header(), resp.Header)
+	w.Header().Del("X-Agent-Hooks-Session")
+	if h := s.opts.SessionHeader; h != "" {
+		w.Header().Del(h)
+	}
 	w.WriteHeader(resp.StatusCode)
 	// Each read is written and flushed at once, so a streamed passthrough
 	// answer (job events, progress) arrives as the upstream sends it.
