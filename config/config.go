@@ -1107,11 +1107,22 @@ var reservedHeaders = []string{
 	"X-Request-Id", "X-Agent-Hooks-Agent", "X-Upstream-Request-Id", "X-Should-Retry",
 	"Host", "Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding",
 	"Connection", "Accept", "Accept-Encoding", "User-Agent", "Te", "Trailer", "Upgrade",
+	"Traceparent", "Tracestate",
 }
 
-// credentialHeader reports whether h (any case) is a credential header.
+// credentialWords mark a header name as a credential's whatever the
+// vendor (X-Amz-Security-Token, Ocp-Apim-Subscription-Key, X-Vault-Token,
+// Cf-Access-Client-Secret, Anthropic-Api-Key, ...).
+var credentialWords = []string{"key", "token", "secret", "auth", "passw", "signature", "cookie", "credential"}
+
+// credentialHeader reports whether h (any case) is, or by its name looks
+// like, a credential header.
 func credentialHeader(h string) bool {
-	return slices.Contains(credentialHeaders, textproto.CanonicalMIMEHeaderKey(h))
+	if slices.Contains(credentialHeaders, textproto.CanonicalMIMEHeaderKey(h)) {
+		return true
+	}
+	l := strings.ToLower(h)
+	return slices.ContainsFunc(credentialWords, func(w string) bool { return strings.Contains(l, w) })
 }
 
 func (p *parser) sessions(n *yaml.Node, path string, s *Sessions) {
