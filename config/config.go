@@ -1501,32 +1501,28 @@ func (p *parser) hooks(n *yaml.Node, keyLine int, reg Registry) *Declaration {
 			file = filepath.Join(p.baseDir, file)
 		}
 		d, err := LoadDeclarationFile(file, reg)
-		if err == nil {
-			lines := jsonFileLines(file)
-			for _, f := range d.Advice() {
-				at := rn.Value + ": "
-				if l := lineOfPointer(lines, f.Path); l > 0 {
-					at = rn.Value + ":" + strconv.Itoa(l) + ": "
-				}
-				p.warnings = append(p.warnings, Problem{Path: pointerPath("hooks", f.Path), Line: rn.Line, Msg: "warning: " + at + f.Detail})
+		if err == nil && len(d.Advice()) == 0 {
+			return d
+		}
+		// A problem or warning stands at the hooks: line of this file; its
+		// message names the line inside the declaration file too.
+		lines := jsonFileLines(file)
+		at := func(pointer string) string {
+			// A finding about the whole document (a syntax error the YAML
+			// parser, which read the lines, accepted) has no line here.
+			if l := lineOfPointer(lines, pointer); l > 0 && pointer != "" {
+				return rn.Value + ":" + strconv.Itoa(l) + ": "
 			}
+			return rn.Value + ": "
 		}
 		if err != nil {
-			// The problem stands at the hooks: line of this file; its
-			// message names the line inside the declaration file too.
-			lines := jsonFileLines(file)
 			p.declProblems(err, func(pointer string) loc {
 				return loc{line: rn.Line, path: pointerPath("hooks", pointer)}
-			}, func(pointer string) string {
-				// A finding about the whole document (a syntax error the
-				// YAML parser, which read the lines, accepted) has no line
-				// of its own here.
-				if l := lineOfPointer(lines, pointer); l > 0 && pointer != "" {
-					return rn.Value + ":" + strconv.Itoa(l) + ": "
-				}
-				return rn.Value + ": "
-			})
+			}, at)
 			return nil
+		}
+		for _, f := range d.Advice() {
+			p.warnings = append(p.warnings, Problem{Path: pointerPath("hooks", f.Path), Line: rn.Line, Msg: "warning: " + at(f.Path) + f.Detail})
 		}
 		return d
 	}
