@@ -307,8 +307,7 @@ func (s *Server) startup(ctx context.Context, w http.ResponseWriter, em *points.
 	if gone {
 		s.tellClosing(w)
 	} else {
-		s.log.Info("blocked", "session", sess.ps.ID(), "request_id", points.RequestIDFrom(ctx), "point", res.Record.InterceptionPoint,
-			"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence)
+		s.logBlocked(points.RequestIDFrom(ctx), sess, res.Record)
 		writeBlocked(w, res)
 	}
 	// §6.1a: after a combined deny at agent_startup the shutdown's reason
@@ -329,14 +328,20 @@ func cutShort(ctx context.Context, res points.Result) bool {
 // its log lines.
 func (rn *run) requestID() string { return points.RequestIDFrom(rn.r.Context()) }
 
+// logBlocked is the log line of a blocking verdict (withheld: a tool call
+// left out of an answer that is still released).
+func (s *Server) logBlocked(requestID string, sess *session, rec *points.Record, extra ...any) {
+	s.log.Info("blocked", append([]any{"session", sess.ps.ID(), "request_id", requestID, "point", rec.InterceptionPoint,
+		"reason", rec.Verdict.Reason, "sequence", rec.Sequence}, extra...)...)
+}
+
 // blocked answers a blocking verdict and ends a header-less run.
 func (rn *run) blocked(res points.Result) {
 	if rn.gone(res) {
 		rn.cancelled()
 		return
 	}
-	rn.s.log.Info("blocked", "session", rn.sess.ps.ID(), "request_id", rn.requestID(), "point", res.Record.InterceptionPoint,
-		"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence)
+	rn.s.logBlocked(rn.requestID(), rn.sess, res.Record)
 	writeBlocked(rn.w, res)
 	rn.end("error", false)
 }

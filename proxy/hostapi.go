@@ -336,17 +336,23 @@ func resultSum(value []byte, isError bool) (sum [32]byte) {
 // postAnswer is the host API's answer to a post_tool_call outcome for
 // result value: {proceed, result} or {proceed: false, control_error}.
 func postAnswer(res *points.Result, value []byte) []byte {
-	var answer map[string]any
-	if !res.Proceed {
-		answer = map[string]any{"proceed": false, "control_error": controlError(points.PostToolCall, res.Verdict)}
-	} else {
-		result := json.RawMessage(value)
-		if res.Transformed {
-			result = json.RawMessage(res.Target().Raw)
-		}
-		answer = map[string]any{"proceed": true, "result": result}
+	switch {
+	case !res.Proceed:
+		return postAnswerJSON(false, controlError(points.PostToolCall, res.Verdict))
+	case res.Transformed:
+		return postAnswerJSON(true, json.RawMessage(res.Target().Raw))
 	}
-	b, _ := json.Marshal(answer)
+	return postAnswerJSON(true, value)
+}
+
+// postAnswerJSON is a post's answer: {proceed: true, result: payload} or
+// {proceed: false, control_error: payload}.
+func postAnswerJSON(proceed bool, payload json.RawMessage) []byte {
+	key := "result"
+	if !proceed {
+		key = "control_error"
+	}
+	b, _ := json.Marshal(map[string]any{"proceed": proceed, key: payload})
 	return b
 }
 

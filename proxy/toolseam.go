@@ -263,19 +263,15 @@ func (s *Server) postTool(ctx context.Context, em *points.Emitter, sess *session
 // judged, to a post that carries that same result (value); call with the
 // session lock held.
 func (tc *toolCall) seamAnswer(value []byte) []byte {
-	var answer map[string]any
 	switch {
 	case tc.result == nil:
 		return nil
 	case tc.postDenied:
-		answer = map[string]any{"proceed": false, "control_error": json.RawMessage(*tc.result)}
+		return postAnswerJSON(false, json.RawMessage(*tc.result))
 	case tc.seamTarget != nil:
-		answer = map[string]any{"proceed": true, "result": json.RawMessage(tc.seamTarget)}
-	default:
-		answer = map[string]any{"proceed": true, "result": json.RawMessage(value)}
+		return postAnswerJSON(true, tc.seamTarget)
 	}
-	b, _ := json.Marshal(answer)
-	return b
+	return postAnswerJSON(true, value)
 }
 
 // sessionKnows reports whether sess already has a tool call id.
@@ -401,8 +397,7 @@ func (s *Server) releaseCalls(ctx context.Context, pol *policy, sess *session, c
 			if res != nil {
 				// Withheld: the answer goes out without the call, so this
 				// line is the log's only trace of the deny.
-				s.log.Info("blocked", "session", sess.ps.ID(), "request_id", points.RequestIDFrom(ctx), "point", res.Record.InterceptionPoint,
-					"reason", res.Record.Verdict.Reason, "sequence", res.Record.Sequence, "withheld", true)
+				s.logBlocked(points.RequestIDFrom(ctx), sess, res.Record, "withheld", true)
 			}
 			sess.mu.Lock()
 			tc := sess.tools[id]
