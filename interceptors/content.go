@@ -491,16 +491,24 @@ func (ct *Content) Intercept(ctx context.Context, c *points.Context) (points.Ver
 		// Text split across content parts is one text to the model and
 		// to a client that joins the parts: judged joined too. A redact
 		// match there cannot be masked part by part, so it denies.
+		redactJoined := false
 		textPartRuns(doc, nil, func(joined string) bool {
 			t := newText(joined)
 			if name, ok := firstFound(g[actDeny], t); ok {
 				denyName = name
-			} else if name, ok := firstFound(g[actEscalate], t); ok && escName == "" {
+				return false
+			}
+			if _, ok := firstFound(g[actRedact], t); ok {
+				redactJoined = true
+			}
+			if name, ok := firstFound(g[actEscalate], t); ok && escName == "" {
 				escName = name
 			}
-			return denyName == ""
+			return true
 		})
-		if denyName == "" && len(g[actRedact]) > 0 {
+		if denyName == "" && redactJoined {
+			// Only then the second walk: which match survives masking
+			// each part alone (the one across parts).
 			crossName, _ = crossingMatch(&ct.redact, doc)
 		}
 	}

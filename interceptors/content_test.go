@@ -288,3 +288,13 @@ func TestContentSeesThroughInvisibleAndFullwidth(t *testing.T) {
 		t.Errorf("non-ASCII prose: %s %s", v.Decision, v.Reason)
 	}
 }
+
+// An escalate pattern across parts is found in a run that also holds a
+// redact match each part masks on its own.
+func TestContentAcrossPartsEscalateBesideRedact(t *testing.T) {
+	ic := build(t, KindContent, `{"escalate":[{"name":"wire","regex":"WIRE-TRANSFER"}],"redact":[{"name":"key","regex":"sk-[a-z]{8}"}]}`)
+	v := run(t, ic, outputCtx(t, `[{"type":"text","text":"key sk-abcdefgh WIRE-"},{"type":"text","text":"TRANSFER now"}]`))
+	if v.Decision != points.DecisionDeny || v.Approval == nil {
+		t.Fatalf("decision %s (approval %v), want the escalation", v.Decision, v.Approval != nil)
+	}
+}
