@@ -248,14 +248,6 @@ func textPartRuns(doc []byte, mapPart func(string) string, fn func(joined string
 	walk(gjson.ParseBytes(doc), 0)
 }
 
-// partsMasked reports whether masking each content part alone leaves no
-// redact match in the joined parts of doc, so that the part-by-part
-// transform is enough.
-func partsMasked(ms *maskSet, doc []byte) bool {
-	_, crossing := crossingMatch(ms, doc)
-	return !crossing
-}
-
 // crossingMatch names the first pattern of ms that still matches a run of
 // content parts once each part is masked on its own: a match across parts.
 func crossingMatch(ms *maskSet, doc []byte) (name string, found bool) {
