@@ -47,7 +47,16 @@ func newCapSet(max int) *capSet {
 	return &capSet{max: max, seen: make(map[string]struct{})}
 }
 
-func (c *capSet) label(s string) string {
+func (c *capSet) label(s string) string { return c.admit(s, false) }
+
+// reserve admits s past the cap: the names and reasons a loaded config
+// fixes are few and must not read as Other because something else came
+// first. It returns s's label.
+func (c *capSet) reserve(s string) string { return c.admit(s, true) }
+
+// admit returns s's label, admitting it while the cap has room, or always
+// with force.
+func (c *capSet) admit(s string, force bool) string {
 	s = identLabel(s)
 	if s == Other || s == None {
 		return s
@@ -63,27 +72,10 @@ func (c *capSet) label(s string) string {
 	if _, ok := c.seen[s]; ok {
 		return s
 	}
-	if len(c.seen) >= c.max {
+	if !force && len(c.seen) >= c.max {
 		return Other
 	}
 	s = strings.Clone(s) // kept for the process's life: never a view of a request
 	c.seen[s] = struct{}{}
-	return s
-}
-
-// reserve admits s past the cap: the names and reasons a loaded config
-// fixes are few and must not read as Other because something else came
-// first. It returns s's label.
-func (c *capSet) reserve(s string) string {
-	s = identLabel(s)
-	if s == Other || s == None {
-		return s
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.seen[s]; !ok {
-		s = strings.Clone(s)
-		c.seen[s] = struct{}{}
-	}
 	return s
 }
