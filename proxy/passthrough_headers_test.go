@@ -205,3 +205,35 @@ func TestPassthroughAnswersUnderTheProxysNames(t *testing.T) {
 		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// A passthrough request without an X-Request-Id (or with one refused as
+// insane) reaches the upstream under the id generated for it, the one the
+// client is answered with, as a mediated request does.
+func TestPassthroughSendsTheGeneratedRequestID(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Values("X-Request-Id"))
+		_, _ = w.Write([]byte(`{"data":[]}`))
+	}))
+	t.Cleanup(up.Close)
+	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
+	u, _ := url.Parse(up.URL)
+	hs := httptest.NewServer(New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/models"}, UpstreamTimeout: 10 * time.Second}))
+	t.Cleanup(hs.Close)
+	for _, sent := range []string{"", "has space"} {
+		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/models", nil)
+		if sent != "" {
+			req.Header.Set("X-Request-Id", sent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		answered := resp.Header.Get("X-Request-Id")
+		upstream, _ := got.Load().([]string)
+		if !strings.HasPrefix(answered, "hpr_") || len(upstream) != 1 || upstream[0] != answered {
+			t.Errorf("sent %q: answered under %q, upstream got %q", sent, answered, upstream)
+		}
+	}
+}

@@ -158,7 +158,10 @@ func relayError(w http.ResponseWriter, resp *http.Response, limit int64) {
 // passthrough forwards a configured path unchanged (still without hop-by-hop
 // headers, with the configured key), streaming the answer back.
 func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
-	requestID(w, r) // on every answer, as on the chat route
+	// On every answer and to the upstream, as on the chat route: the id
+	// the client sent, or the one generated for it, so that the logs of
+	// both sides agree.
+	r = r.WithContext(points.WithRequestID(r.Context(), requestID(w, r)))
 	if !cleanPath(r) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "path is not canonical; refused so nothing reaches the model unmediated", "not_found")
 		return
