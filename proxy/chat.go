@@ -1240,8 +1240,11 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		}
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream is not a chat completion stream"+why+"; nothing of it was released", "upstream_invalid_response")
 		rn.upstreamFailed()
+	case errors.Is(err, ErrBufferLimit):
+		// The proxy cannot hold it: said as the json answer's refusal
+		// says it, so an operator tells a limit from a broken upstream.
+		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream is over max_buffered_response_bytes"))
 	default:
-		// Over max_buffered_response_bytes: the proxy cannot hold it.
 		rn.blocked(em.EmitHostDeny(ctx, sess.ps, mc.incomplete(), points.ReasonStreamingUnsupported, "upstream stream could not be assembled"))
 	}
 }

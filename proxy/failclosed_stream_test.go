@@ -3,6 +3,8 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,5 +176,28 @@ func TestIrregularStreamsAreRederived(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A stream over max_buffered_response_bytes is refused in the words the
+// json answer's refusal uses, so that an operator reading the 503 tells a
+// size limit from an upstream that sent a broken stream.
+func TestStreamOverLimitSaysSo(t *testing.T) {
+	var b strings.Builder
+	for range 200 {
+		b.WriteString(chunk(`{"content":"`+strings.Repeat("x", 64)+`"}`, ""))
+	}
+	b.WriteString(chunk(`{}`, "stop") + "data: [DONE]\n\n")
+	up, _ := upstream(t, b.String(), true, 1<<20)
+	em, _ := points.NewEmitter(points.Config{Identity: points.JCSSHA256(), Bindings: []points.Binding{allowAll()}})
+	u, _ := url.Parse(up.URL)
+	s := New(Options{Upstream: u, Emitter: em, MaxBufferedResponseBytes: 4000})
+	s.Start()
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); s.Close() })
+	r, body := post(t, hs.URL, helloStream)
+	if r.StatusCode != 503 || gjson.GetBytes(body, "error.code").Str != "host_error:streaming_unsupported" ||
+		!strings.Contains(gjson.GetBytes(body, "error.message").Str, "max_buffered_response_bytes") {
+		t.Errorf("stream over the limit: %d %s; want 503 host_error:streaming_unsupported naming max_buffered_response_bytes", r.StatusCode, body)
 	}
 }
