@@ -978,7 +978,7 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
 		// Upstream errors are not model output: pass them through.
-		relayError(w, resp, s.opts.MaxBufferedResponseBytes)
+		relayError(w, resp, s.opts.MaxBufferedResponseBytes, s.mask)
 		// The SDKs obey X-Should-Retry ("true" or "false", exactly)
 		// before the status, so the run waits for a retry only if one
 		// comes.
@@ -1214,7 +1214,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// The upstream failed inside its 200 stream: an upstream
 		// error, not model output and not a host failure. Nothing
 		// of the stream is released; its error is passed on.
-		msg := upErr.Message
+		msg := s.mask.string(upErr.Message)
 		if msg == "" {
 			msg = "upstream reported an error inside the stream"
 		}
@@ -1283,7 +1283,7 @@ func (rn *run) refuseAnswer(msg string, code any, cause error) {
 // not to the log, since a provider may quote the input it refused there.
 func (rn *run) refuseUpstreamError(e *UpstreamStreamError) {
 	rn.logRefused("upstream answered 200 with an error (its message is passed to the client, not logged)", e.code(), e)
-	writeError(rn.w, http.StatusBadGateway, "upstream_error", e.Message, e.code())
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", rn.s.mask.string(e.Message), e.code())
 	rn.upstreamFailed()
 }
 

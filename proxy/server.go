@@ -28,7 +28,9 @@ import (
 type Options struct {
 	// Upstream is the model API base URL; /v1/... is appended as received.
 	Upstream *url.URL
-	// APIKey, when set, replaces the client's Authorization header.
+	// APIKey, when set, replaces the client's Authorization header; an
+	// upstream error body or passthrough answer that quotes it (16 bytes
+	// or longer) reaches the client with it masked.
 	APIKey string
 	// UpstreamTimeout bounds one upstream call, body included.
 	UpstreamTimeout time.Duration
@@ -128,6 +130,8 @@ type Server struct {
 	applying sync.Mutex
 	sessions *sessions
 	client   *http.Client
+	// mask hides opts.APIKey in the upstream bytes relayed unjudged.
+	mask *keyMask
 	// rt is client's transport, which the chat route calls directly: it
 	// follows no redirect either, and skips the client's header copy and
 	// redirect bookkeeping on every model call.
@@ -212,7 +216,8 @@ func New(opts Options) *Server {
 	// request answers any 3xx with 502 upstream_redirect (modelTurn); a
 	// passthrough path passes it on as it came.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, rt: tr, log: opts.Logger}
+	s := &Server{opts: opts, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, rt: tr, log: opts.Logger,
+		mask: newKeyMask(opts.APIKey)}
 	s.base, s.abort = context.WithCancel(context.Background())
 	s.pol.Store(&policy{em: opts.Emitter, st: &Settings{Agent: opts.Agent, AllowAgentHeader: opts.AllowAgentHeader, Passthrough: opts.Passthrough,
 		TransparentToolSeam: opts.TransparentToolSeam, MaxAutoTurns: opts.MaxAutoTurns, ToolSeamHostError: opts.ToolSeamHostError,

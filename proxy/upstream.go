@@ -136,10 +136,12 @@ func copyRawHeaders(dst, src http.Header) {
 }
 
 // relayError passes an upstream's error answer on, status and headers
-// included. A body that cannot be read whole (over limit, cut or reset) is
-// not relayed half: the client gets the status with an OpenAI-shaped body
-// saying so, rather than truncated JSON that looks complete.
-func relayError(w http.ResponseWriter, resp *http.Response, limit int64) {
+// included, with the upstream key masked (the request asked for identity
+// bytes; a coded body is relayed as it came). A body that cannot be read
+// whole (over limit, cut or reset) is not relayed half: the client gets
+// the status with an OpenAI-shaped body saying so, rather than truncated
+// JSON that looks complete.
+func relayError(w http.ResponseWriter, resp *http.Response, limit int64, mask *keyMask) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	copyRawHeaders(w.Header(), resp.Header)
 	if err != nil || int64(len(b)) > limit {
@@ -151,8 +153,24 @@ func relayError(w http.ResponseWriter, resp *http.Response, limit int64) {
 		writeError(w, resp.StatusCode, "upstream_error", "upstream answered "+strconv.Itoa(resp.StatusCode)+" with an error body that "+why+"; it was not relayed", "upstream_error_body_unreadable")
 		return
 	}
+	if identityCoded(resp.Header) {
+		b = mask.bytes(b)
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(b)
+}
+
+// identityCoded reports whether a response's body is its bytes as sent,
+// without a content coding.
+func identityCoded(h http.Header) bool {
+	for _, ce := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(ce, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // passthrough forwards a configured path unchanged (still without hop-by-hop
@@ -199,7 +217,9 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	// the upstream chose it. A client that sent none keeps identity (none
 	// would accept any coding, RFC 9110 §12.5.3, which curl without
 	// --compressed, say, would not decode).
-	if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 {
+	// With a configured key the answer is asked for as identity bytes, so
+	// that a body quoting the key can be masked.
+	if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 && s.mask == nil {
 		out.Header["Accept-Encoding"] = slices.Clone(ae)
 	}
 	resp, err := s.client.Do(out)
@@ -235,11 +255,17 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	// Each read is written and flushed at once, so a streamed passthrough
 	// answer (job events, progress) arrives as the upstream sends it.
 	rc := http.NewResponseController(w)
+	var dst io.Writer = w
+	if s.mask != nil && identityCoded(resp.Header) {
+		mw := s.mask.writer(w)
+		defer func() { _ = mw.Close() }()
+		dst = mw
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := resp.Body.Read(buf)
 		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
 			_ = rc.Flush()
