@@ -122,8 +122,8 @@ func TestUpstreamKeyMaskedInRelayedErrors(t *testing.T) {
 	}
 	cases := []struct {
 		name, req string
-		up       http.HandlerFunc
-		status   int
+		up        http.HandlerFunc
+		status    int
 	}{
 		{"401 json", hello, echo(401, "application/json", `{"error":{"message":"Incorrect API key provided: AUTH","type":"invalid_request_error","code":"invalid_api_key"}}`), 401},
 		{"429 text", hello, echo(429, "text/plain", "slow down, AUTH"), 429},
