@@ -288,11 +288,26 @@ func (m maskSet) checkMasks(at string) error {
 		r := m.render(p.name)
 		for _, q := range m.patterns {
 			if q.found(newText(r)) {
-				return cfgErr(at, "the mask for pattern %q is itself matched by pattern %q", p.name, q.name)
+				whose := "the mask"
+				if m.mask == DefaultMask {
+					whose = "the default mask " + strconv.Quote(DefaultMask)
+				}
+				return cfgErr(at, "%s renders as %q for pattern %s, which pattern %s matches again, so a redaction would leave a match behind; set mask to text no pattern matches, such as \"***\"",
+					whose, r, describePattern(p.name), describePattern(q.name))
 			}
 		}
 	}
 	return nil
+}
+
+// describePattern names a pattern in a config error: an unnamed one by
+// where it was written (redact_0 is redact[0]).
+func describePattern(name string) string {
+	act, i, ok := strings.Cut(name, "_")
+	if _, err := strconv.Atoi(i); ok && err == nil && slices.Contains([]string{actDeny, actRedact, actEscalate, actWarn}, act) {
+		return strconv.Quote(name) + " (" + act + "[" + i + "])"
+	}
+	return strconv.Quote(name)
 }
 
 // apply returns s with every match masked and the names of the patterns

@@ -298,3 +298,19 @@ func TestContentAcrossPartsEscalateBesideRedact(t *testing.T) {
 		t.Fatalf("decision %s (approval %v), want the escalation", v.Decision, v.Approval != nil)
 	}
 }
+
+// A mask a pattern matches again is refused with what the user needs to
+// fix it: the mask as rendered (the default one when none was written),
+// the patterns by where they were written, and the way out.
+func TestContentSelfMatchingMaskMessage(t *testing.T) {
+	cases := []struct{ config, want string }{
+		{`{"redact":["[A-Z]{6,}"]}`, `the default mask "[REDACTED:{name}]" renders as "[REDACTED:redact_0]" for pattern "redact_0" (redact[0]), which pattern "redact_0" (redact[0]) matches again`},
+		{`{"redact":["x"],"mask":"<x>"}`, `the mask renders as "<x>" for pattern "redact_0" (redact[0]), which pattern "redact_0" (redact[0]) matches again`},
+	}
+	for _, c := range cases {
+		_, err := kind(t, KindContent).New("b1", []byte(c.config), Env{})
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `such as "***"`) {
+			t.Errorf("%s: %v; want it to say %s", c.config, err, c.want)
+		}
+	}
+}
