@@ -1678,7 +1678,7 @@ func (p *parser) overlay(root *yaml.Node, cfg *Config, reg Registry) Registry {
 		obj, err := safeBuild(mk)
 		switch {
 		case errors.Is(err, ErrUnknownKind):
-			p.add(line, path+".kind", "unknown kind %q", c.Kind)
+			p.add(line, path+".kind", "%s", unknownComponentKind(reg, section, c.Kind))
 		case err != nil:
 			// As for a binding: each problem the kind reports is its own,
 			// at the member it names and that member's line.
@@ -1791,6 +1791,48 @@ type overlay struct {
 	resolvers  map[string]points.Resolver
 	redactors  map[string]points.Redactor
 	identities map[string]points.IdentityProvider
+}
+
+// componentSections are the top-level sections that define components,
+// with what each defines.
+var componentSections = []struct{ name, noun string }{
+	{"resolvers", "approval resolvers"}, {"redactors", "approval redactors"}, {"identity_providers", "identity providers"},
+}
+
+// componentKindLister is the registry's list of the kinds of a section
+// (MapRegistry.ComponentKinds).
+type componentKindLister interface {
+	ComponentKinds(section string) []string
+}
+
+// unknownComponentKind says why kind builds nothing under section: a kind
+// of another section or a binding kind written in the wrong place, or
+// one nobody registered, with the kinds the section takes.
+func unknownComponentKind(reg Registry, section, kind string) string {
+	kl, ok := reg.(componentKindLister)
+	noun := section
+	for _, cs := range componentSections {
+		if cs.name == section {
+			noun = cs.noun
+		}
+	}
+	msg := fmt.Sprintf("unknown kind %q", kind)
+	if reg.HasKind(kind) {
+		msg = fmt.Sprintf("kind %q is a binding kind (under hooks.bindings), not one of %s", kind, noun)
+	}
+	if ok {
+		for _, cs := range componentSections {
+			if cs.name != section && slices.Contains(kl.ComponentKinds(cs.name), kind) {
+				msg = fmt.Sprintf("kind %q builds %s (under %s:), not %s", kind, cs.noun, cs.name, noun)
+			}
+		}
+	}
+	if ok {
+		if ks := kl.ComponentKinds(section); len(ks) > 0 {
+			msg += "; " + section + " take " + strings.Join(ks, ", ")
+		}
+	}
+	return msg
 }
 
 func (o *overlay) Resolver(name string) (points.Resolver, bool) {

@@ -254,7 +254,11 @@ func TestParseProblems(t *testing.T) {
 		{"two documents", good + "---\nlisten: x\n", []want{{"", 10, "one YAML document"}}},
 		{"merge key", good + "x: &a {file: r.jsonl}\n", []want{{"x", 10, "unknown key"}}},
 		{"component name", good + "resolvers:\n  Bad: {kind: hooksproxy.console}\n", []want{{"resolvers.Bad", 11, "names must match"}}},
-		{"component unknown kind", good + "resolvers:\n  q: {kind: hooksproxy.nope}\n", []want{{"resolvers.q.kind", 11, "unknown kind"}}},
+		{"component unknown kind", good + "resolvers:\n  q: {kind: hooksproxy.nope}\n", []want{{"resolvers.q.kind", 11, `unknown kind "hooksproxy.nope"; resolvers take hooksproxy.console, hooksproxy.fails`}}},
+		{"component kind of another table", good + "redactors:\n  r: {kind: hooksproxy.console}\n",
+			[]want{{"redactors.r.kind", 11, `kind "hooksproxy.console" builds approval resolvers (under resolvers:), not approval redactors; redactors take hooksproxy.content`}}},
+		{"binding kind as a component", good + "identity_providers:\n  p: {kind: hooksproxy.tools}\n",
+			[]want{{"identity_providers.p.kind", 11, `kind "hooksproxy.tools" is a binding kind (under hooks.bindings), not one of identity providers`}}},
 		{"component refused", good + "resolvers:\n  q: {kind: hooksproxy.fails}\n", []want{{"resolvers.q", 11, "no queue"}}},
 		{"component kind missing", good + "resolvers:\n  q: {config: {}}\n", []want{{"resolvers.q.kind", 11, "required"}}},
 		{"component inline secret", good + "identity_providers:\n  hmac-k: {kind: hooksproxy.hmac, config: {key: abc}}\n", []want{{"identity_providers.hmac-k.config.key", 11, "inline secrets"}}},
@@ -679,5 +683,32 @@ hooks:
 	var de *DeclarationError
 	if !errors.As(derr, &de) || de.Class != ClassKindUnknown || len(de.Later) != 1 || de.Later[0].Class != ClassBindingRejected || strings.Contains(de.Error(), "reject") {
 		t.Fatalf("%v %+v", derr, de)
+	}
+}
+
+// A reference to a component of another table says where the name is
+// defined, so that the mix-up is plain.
+func TestParseReferenceToAnotherTable(t *testing.T) {
+	src := `upstream: {base_url: https://api.openai.com}
+agent: {id: a}
+resolvers:
+  q: {kind: hooksproxy.console}
+redactors:
+  r: {kind: hooksproxy.content}
+hooks:
+  declaration: agent-hooks-declaration/1.0
+  configuration:
+    approval: {resolver: r, redactor: q}
+  bindings:
+    - {id: a, kind: hooksproxy.allow_all}
+`
+	_, err := Parse([]byte(src), "hp.yaml", configRegistry(t))
+	for _, w := range []string{
+		`hp.yaml:10: hooks.configuration.approval.resolver: declaration_error:reference_unresolved: no approval resolver named "r" is registered ("r" is defined under redactors:, a different table)`,
+		`hp.yaml:10: hooks.configuration.approval.redactor: declaration_error:reference_unresolved: no approval redactor named "q" is registered ("q" is defined under resolvers:, a different table)`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("got %v\nwant a line %s", err, w)
+		}
 	}
 }

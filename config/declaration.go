@@ -1203,21 +1203,21 @@ func resolveReferences(d *Declaration, reg Registry) error {
 	if name := d.IdentityProvider(); name != "" && name != IdentityJCSSHA256 {
 		p, ok := reg.IdentityProvider(name)
 		if !ok || p == nil {
-			f = append(f, Finding{"/configuration/identity_provider", fmt.Sprintf("no identity provider named %q is registered", name)})
+			f = append(f, Finding{"/configuration/identity_provider", fmt.Sprintf("no identity provider named %q is registered%s", name, elsewhere(reg, name, "identity_providers"))})
 		}
 		d.identityProvider = p
 	}
 	if d.resolverRef != nil {
 		r, ok := reg.Resolver(*d.resolverRef)
 		if !ok || r == nil {
-			f = append(f, Finding{"/configuration/approval/resolver", fmt.Sprintf("no approval resolver named %q is registered", *d.resolverRef)})
+			f = append(f, Finding{"/configuration/approval/resolver", fmt.Sprintf("no approval resolver named %q is registered%s", *d.resolverRef, elsewhere(reg, *d.resolverRef, "resolvers"))})
 		}
 		d.resolver = r
 	}
 	if d.redactorRef != nil {
 		r, ok := reg.Redactor(*d.redactorRef)
 		if !ok || r == nil {
-			f = append(f, Finding{"/configuration/approval/redactor", fmt.Sprintf("no approval redactor named %q is registered", *d.redactorRef)})
+			f = append(f, Finding{"/configuration/approval/redactor", fmt.Sprintf("no approval redactor named %q is registered%s", *d.redactorRef, elsewhere(reg, *d.redactorRef, "redactors"))})
 		}
 		d.redactor = r
 	}
@@ -1225,6 +1225,25 @@ func resolveReferences(d *Declaration, reg Registry) error {
 		return newDeclError(ClassReferenceUnresolved, f)
 	}
 	return nil
+}
+
+// elsewhere is a hint for a reference that names a component of another
+// kind: " (it is defined under redactors:, which approval.resolver cannot
+// use)", or "".
+func elsewhere(reg Registry, name, want string) string {
+	for _, s := range []struct {
+		section string
+		has     func() bool
+	}{
+		{"resolvers", func() bool { r, ok := reg.Resolver(name); return ok && r != nil }},
+		{"redactors", func() bool { r, ok := reg.Redactor(name); return ok && r != nil }},
+		{"identity_providers", func() bool { p, ok := reg.IdentityProvider(name); return ok && p != nil }},
+	} {
+		if s.section != want && s.has() {
+			return fmt.Sprintf(" (%q is defined under %s:, a different table)", name, s.section)
+		}
+	}
+	return ""
 }
 
 func checkKinds(d *Declaration, reg Registry) error {

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -327,6 +329,25 @@ func (r *MapRegistry) Redactor(name string) (points.Redactor, bool) {
 	defer r.mu.RUnlock()
 	p, ok := r.redactors[name]
 	return p, ok
+}
+
+// ComponentKinds returns, sorted, the kinds that build the components of
+// a top-level section of the config file: "resolvers", "redactors" or
+// "identity_providers". Config errors name them.
+func (r *MapRegistry) ComponentKinds(section string) []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var ks []string
+	switch section {
+	case "resolvers":
+		ks = slices.Collect(maps.Keys(r.resolverKinds))
+	case "redactors":
+		ks = slices.Collect(maps.Keys(r.redactorKinds))
+	case "identity_providers":
+		ks = slices.Collect(maps.Keys(r.identityKinds))
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 // NewResolver implements Factories.
