@@ -944,7 +944,7 @@ func (p *parser) size(n *yaml.Node, path string, allowZero bool) (int64, bool) {
 		}
 	}
 	if !ok || v < 0 || (v == 0 && !allowZero) {
-		p.add(n.Line, path, "must be a positive size such as 8MiB, 512KiB or 1048576")
+		p.add(n.Line, path, "must be a positive size: a byte count (1048576) or a number with KiB, MiB, GiB (powers of 1024, as 8MiB) or B, KB, MB, GB (powers of 1000)")
 		return 0, false
 	}
 	return v, true

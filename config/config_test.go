@@ -365,7 +365,7 @@ hooks:
 	_, err := Parse([]byte(src), "hooksproxy.yaml", configRegistry(t))
 	want := `hooksproxy.yaml:4: upstream.timout: unknown key; did you mean timeout?
 hooksproxy.yaml:7: agent.framework: must match ^[a-z0-9_-]+$
-hooksproxy.yaml:9: limits.max_request_bytes: must be a positive size such as 8MiB, 512KiB or 1048576
+hooksproxy.yaml:9: limits.max_request_bytes: must be a positive size: a byte count (1048576) or a number with KiB, MiB, GiB (powers of 1024, as 8MiB) or B, KB, MB, GB (powers of 1000)
 hooksproxy.yaml:13: hooks.configuration.mode: declaration_error:invalid_field: "audit" is not one of enforce, evaluate_only (the declaration's later checks, bindings' configs included, run once this is fixed: more problems may follow)`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
