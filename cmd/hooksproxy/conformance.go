@@ -112,6 +112,7 @@ var profileOrder = []string{points.ProfileFirstDeny, points.ProfileRunAll, point
 func conformance(args []string, stdout, stderr io.Writer) int {
 	fset := flag.NewFlagSet("conformance", flag.ContinueOnError)
 	fset.SetOutput(stderr)
+	setUsage(fset, "Runs the AGENT-HOOKS conformance vectors (AH-CTK-*) end to end over HTTP against this\nbuild, prints each result, the tally line and the claim. Exit status 1 if any fails.")
 	dir := fset.String("vectors", "", "directory holding AH-CTK-*.json vectors, searched recursively (default: the embedded agent-hooks-0.1 vectors, declaration vectors included)")
 	asJSON := fset.Bool("json", false, "print one JSON document instead of the text report")
 	seamFlag := fset.String("seam", "both", "tool seam to drive: host-api, transparent or both")

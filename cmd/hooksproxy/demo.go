@@ -37,6 +37,7 @@ func demoUpstream() *scripted.Server {
 func demo(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "Runs the proxy in front of an embedded scripted model with example policies: no API\nkey and no config file. It prints requests to try.")
 	var c commonFlags
 	c.registerLog(fs) // no --config: the demo's policies are its own (demo.yaml)
 	c.registerListen(fs, "127.0.0.1:8080", "address the demo proxy listens on")

@@ -162,6 +162,40 @@ func (c *commonFlags) check() []error {
 
 // parseFlags parses args. stop is true when the command must end here with
 // exit code code: 0 after -h (the flags are printed), 2 for a bad flag.
+// flagArgs names the value each flag takes in --help.
+var flagArgs = map[string]string{
+	"config": "FILE", "listen": "HOST:PORT", "log-format": "text|json", "log-level": "LEVEL",
+	"shutdown-delay": "DURATION", "vectors": "DIR", "seam": "SEAM", "wire": "WIRE",
+}
+
+// setUsage makes fs's --help print what the command does and its flags
+// in the form they are documented (--name VALUE), not the flag package's
+// default dump.
+func setUsage(fs *flag.FlagSet, what string) {
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: hooksproxy %s [flags]\n\n%s\n\nflags:\n", fs.Name(), what)
+		fs.VisitAll(func(f *flag.Flag) {
+			arg, usage := flag.UnquoteUsage(f)
+			name := "--" + f.Name
+			if a, ok := flagArgs[f.Name]; ok && arg != "" {
+				name += " " + a
+			} else if arg != "" {
+				name += " " + strings.ToUpper(arg)
+			}
+			def := ""
+			if f.DefValue != "" && f.DefValue != "false" {
+				def = " (default " + f.DefValue + ")"
+			}
+			if len(name) > 22 {
+				fmt.Fprintf(w, "  %s\n  %-22s %s%s\n", name, "", usage, def)
+				return
+			}
+			fmt.Fprintf(w, "  %-22s %s%s\n", name, usage, def)
+		})
+	}
+}
+
 func parseFlags(fs *flag.FlagSet, args []string) (code int, stop bool) {
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
@@ -196,6 +230,7 @@ func (c *commonFlags) logger(w io.Writer) (*slog.Logger, error) {
 func validate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "Checks a config file, and the flags serve would use with it, and lists every problem\nwith its file, line and key. Exit status 0: it would load; 1: it would not.")
 	var c commonFlags
 	c.register(fs)
 	c.registerListen(fs, "", "the listen address serve would use instead of the config's")
@@ -251,6 +286,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	setUsage(fs, "Runs the proxy with the config file's policies (the default command). SIGHUP, or a\nchange of the file, reloads it; SIGTERM or SIGINT shuts down gracefully.")
 	var c commonFlags
 	c.register(fs)
 	c.registerListen(fs, "", "override the config's listen address")

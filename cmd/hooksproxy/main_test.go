@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -53,8 +54,12 @@ func TestHelp(t *testing.T) {
 	}
 	for _, cmd := range []string{"serve", "validate", "demo", "conformance"} {
 		_, errs, code := runCmd(t, cmd, "--help")
-		if code != 0 || !strings.Contains(errs, "-config") && !strings.Contains(errs, "-vectors") && !strings.Contains(errs, "-listen") {
+		if code != 0 || !strings.Contains(errs, "--config FILE") && !strings.Contains(errs, "--vectors DIR") && !strings.Contains(errs, "--listen HOST:PORT") {
 			t.Errorf("%s --help: exit %d, stderr %q", cmd, code, errs)
+		}
+		// What the command does, then its flags as the README writes them.
+		if !strings.HasPrefix(errs, "usage: hooksproxy "+cmd+" [flags]\n\n") || strings.Contains(errs, "Usage of") || regexp.MustCompile(`\n  -[a-z]`).MatchString(errs) {
+			t.Errorf("%s --help is the flag package's dump:\n%s", cmd, errs)
 		}
 	}
 	// The demo runs its own policies: its help offers no --config, and one
