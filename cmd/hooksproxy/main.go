@@ -331,6 +331,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 			}
 			return 1
 		}
+		// As validate prints them: one problem a line, then the count.
+		var ps *config.Problems
+		if errors.As(err, &ps) {
+			fmt.Fprintln(stderr, ps.Error())
+			fmt.Fprintf(stderr, "%s: %d problem(s); hooksproxy did not start\n", ps.File, len(ps.List))
+			return 1
+		}
 		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 1
 	}

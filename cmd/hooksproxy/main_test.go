@@ -297,6 +297,9 @@ func TestValidateAgreesWithServe(t *testing.T) {
 	if vcode != 1 || scode != 1 || !strings.Contains(verr, path+msg) || !strings.Contains(serr, path+msg) {
 		t.Fatalf("validate %d %q; serve %d %q", vcode, verr, scode, serr)
 	}
+	if !strings.HasSuffix(serr, path+": 1 problem(s); hooksproxy did not start\n") || !strings.HasPrefix(serr, path+":3:") {
+		t.Errorf("serve does not list its problems as validate does:\n%s", serr)
+	}
 	t.Setenv("HOOKSPROXY_LOG_FORMAT", "bogus")
 	_, verr, vcode = runCmd(t, "validate", "--config", path)
 	_, serr, scode = runCmd(t, "serve", "--config", path)
