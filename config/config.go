@@ -314,6 +314,9 @@ type parser struct {
 	passLines []passEntry
 	// lines is Config.lines, filled as the walk goes.
 	lines map[string]int
+	// merged are the mappings that held a (refused) merge key: what they
+	// lack may be in the merged mapping, so it is not reported missing.
+	merged map[string]bool
 }
 
 func (p *parser) add(line int, path, format string, args ...any) {
@@ -635,12 +638,22 @@ func (p *parser) parse(data []byte, reg Registry) *Config {
 		}
 	})
 	if root.Kind == yaml.MappingNode || isNull(root) {
-		if !seen["upstream.base_url"] {
-			p.add(lineOf(root), "upstream.base_url", "required")
+		// A member a section lacks is reported on the section's line, a
+		// missing section on the file's first; one a refused merge key may
+		// have supplied is not reported at all.
+		required := func(section, member string) {
+			at := section + "." + member
+			if seen[at] || p.merged[section] || p.merged[""] {
+				return
+			}
+			line := p.lines[section]
+			if line == 0 {
+				line = lineOf(root)
+			}
+			p.add(line, at, "required")
 		}
-		if !seen["agent.id"] {
-			p.add(lineOf(root), "agent.id", "required")
-		}
+		required("upstream", "base_url")
+		required("agent", "id")
 		if hooks == nil {
 			p.add(lineOf(root), "hooks", "required: an AGENT-HOOKS host declaration (declaration: %s, bindings: [...]); zero bindings deny everything", DeclarationVersion)
 		}
@@ -757,6 +770,10 @@ func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yam
 		}
 		if k.ShortTag() == "!!merge" {
 			p.add(k.Line, path, "YAML merge keys (<<) are not supported")
+			if p.merged == nil {
+				p.merged = map[string]bool{}
+			}
+			p.merged[path] = true
 			continue
 		}
 		kp := joinPath(path, k.Value)
