@@ -778,7 +778,11 @@ func (p *parser) mapping(n *yaml.Node, path string, f func(key string, k, v *yam
 		}
 		kp := joinPath(path, k.Value)
 		if first, dup := seen[k.Value]; dup {
-			p.add(k.Line, kp, "duplicate key (first at line %d)", first)
+			if first == k.Line {
+				p.add(k.Line, kp, "duplicate key (first earlier on the same line)")
+			} else {
+				p.add(k.Line, kp, "duplicate key (first at line %d)", first)
+			}
 			continue
 		}
 		seen[k.Value] = k.Line

@@ -230,6 +230,7 @@ func TestParseProblems(t *testing.T) {
 		{"did you mean", good + "tool_seam: {transparant: true}\nrecord: {}\n", []want{{"tool_seam.transparant", 10, "did you mean transparent?"}, {"record", 11, "did you mean records?"}}},
 		{"component did you mean", good + "resolvers:\n  q: {kind: hooksproxy.console, confg: {}}\n", []want{{"resolvers.q.confg", 11, "did you mean config?"}}},
 		{"duplicate key", good + "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", []want{{"listen", 11, "duplicate key (first at line 10)"}}},
+		{"duplicate key on one line", good + "limits: {max_request_bytes: 1, max_request_bytes: 2}\n", []want{{"limits.max_request_bytes", 10, "duplicate key (first earlier on the same line)"}}},
 		{"section type", good + "limits: [1]\n", []want{{"limits", 10, "must be a mapping"}}},
 		{"missing required", "listen: 127.0.0.1:8080\n", []want{{"upstream.base_url", 1, "required"}, {"agent.id", 1, "required"}, {"hooks", 1, "required"}}},
 		{"member missing from its section", "listen: 127.0.0.1:8080\nupstream:\n  timeout: 1m\nagent: {framework: x}\n",
