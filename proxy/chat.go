@@ -416,26 +416,55 @@ type chatRequest struct {
 	allowAgent bool
 }
 
-// admitChat reads and checks a chat completion request; when it returns
-// false the refusal has been written.
-func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
+// admitFraming checks a request body's Content-Type: sent once, with
+// Content-Encoding at most once, and UTF-8 if it names a charset; with
+// requireJSON it must be application/json (the host API takes a body
+// without one, as curl -d sends). When it returns false the refusal has
+// been written.
+func (s *Server) admitFraming(w http.ResponseWriter, r *http.Request, requireJSON bool) bool {
 	// One Content-Type and at most one Content-Encoding line: the checks
 	// below read the first, and the upstream, which gets them all, might
 	// honour another (a second charset=utf-7 line).
 	if len(r.Header.Values("Content-Type")) > 1 || len(r.Header.Values("Content-Encoding")) > 1 {
 		s.refuse(w, http.StatusBadRequest, "Content-Type and Content-Encoding may each be sent once", "invalid_content_type")
-		return chatRequest{}, false
+		return false
 	}
-	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if err != nil || mt != "application/json" {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && !requireJSON {
+		return true
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if requireJSON && (err != nil || mt != "application/json") {
 		s.refuse(w, http.StatusBadRequest, "Content-Type must be application/json", "invalid_content_type")
-		return chatRequest{}, false
+		return false
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") && !strings.EqualFold(cs, "us-ascii") {
 		// The points judge the body as UTF-8; an upstream honouring
 		// charset=utf-7 would read "+AHM-ecret" as the "secret" a deny
 		// rule looked for and did not find.
 		s.refuse(w, http.StatusUnsupportedMediaType, "charset "+strconv.Quote(cs)+" is not supported; send the request body as UTF-8", "unsupported_charset")
+		return false
+	}
+	return true
+}
+
+// admitEncoding refuses a compressed request body: bodies are not
+// decoded, as the points judge JSON text.
+func (s *Server) admitEncoding(w http.ResponseWriter, r *http.Request) bool {
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		s.refuse(w, http.StatusUnsupportedMediaType, "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
+		return false
+	}
+	return true
+}
+
+// admitChat reads and checks a chat completion request; when it returns
+// false the refusal has been written.
+func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
+	// One Content-Type and at most one Content-Encoding line: the checks
+	// below read the first, and the upstream, which gets them all, might
+	// honour another (a second charset=utf-7 line).
+	if !s.admitFraming(w, r, true) {
 		return chatRequest{}, false
 	}
 	if r.ContentLength > s.opts.MaxRequestBytes {
@@ -446,9 +475,7 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 			"request body exceeds max_request_bytes ("+strconv.FormatInt(s.opts.MaxRequestBytes, 10)+")", "request_too_large")
 		return chatRequest{}, false
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		// Compressed bodies are not decoded: the points judge JSON text.
-		s.refuse(w, http.StatusUnsupportedMediaType, "Content-Encoding "+strconv.Quote(ce)+" is not supported; send the request body uncompressed", "unsupported_content_encoding")
+	if !s.admitEncoding(w, r) {
 		return chatRequest{}, false
 	}
 	body, err := s.readBounded(w, r.ContentLength, s.opts.MaxRequestBytes, func() ([]byte, error) {

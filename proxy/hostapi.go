@@ -86,6 +86,11 @@ func (s *Server) hostBody(w http.ResponseWriter, r *http.Request, max int64) (gj
 // hostBodyOr is hostBody where an empty body stands for empty (a JSON
 // object; "" refuses it).
 func (s *Server) hostBodyOr(w http.ResponseWriter, r *http.Request, max int64, empty string) (gjson.Result, bool) {
+	// Framed as the chat route's bodies are, except that no Content-Type
+	// or another one than application/json is taken.
+	if !s.admitFraming(w, r, false) || !s.admitEncoding(w, r) {
+		return gjson.Result{}, false
+	}
 	b, err := s.readBounded(w, r.ContentLength, max, func() ([]byte, error) { return io.ReadAll(http.MaxBytesReader(w, r.Body, max)) })
 	if err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {

@@ -1,12 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -474,6 +477,50 @@ func TestSeamAnswer(t *testing.T) {
 	} {
 		if got := string(tc.call.seamAnswer([]byte(`"fine"`))); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The host API frames bodies as the chat route does: a compressed body or
+// another charset than UTF-8 is refused as such (not as "not valid
+// JSON"), while a body without application/json (curl -d sends
+// form-urlencoded) is read.
+func TestHostAPIBodyFraming(t *testing.T) {
+	up, _ := seqUpstream(t, plainCompletion)
+	p := seamProxy(t, up.URL, allowAll())
+	body := `{"name":"search","args":{"q":"x"}}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(body))
+	_ = zw.Close()
+	cases := []struct {
+		name, ct, ce string
+		body         []byte
+		status       int
+		code         string
+	}{
+		{"gzip", "application/json", "gzip", gz.Bytes(), 415, "unsupported_content_encoding"},
+		{"latin1", "application/json; charset=latin1", "", []byte(body), 415, "unsupported_charset"},
+		{"utf-8", "application/json; charset=utf-8", "", []byte(body), 200, ""},
+		{"form", "application/x-www-form-urlencoded", "", []byte(body), 200, ""},
+		{"none", "", "", []byte(body), 200, ""},
+	}
+	for i, c := range cases {
+		req, _ := http.NewRequest(http.MethodPost, p.URL+"/agent-hooks/v1/sessions/frame/tool-calls/c"+strconv.Itoa(i)+"/pre", bytes.NewReader(c.body))
+		if c.ct != "" {
+			req.Header.Set("Content-Type", c.ct)
+		}
+		if c.ce != "" {
+			req.Header.Set("Content-Encoding", c.ce)
+		}
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || gjson.GetBytes(b, "error.code").Str != c.code {
+			t.Errorf("%s: %d %s; want %d %q", c.name, resp.StatusCode, b, c.status, c.code)
 		}
 	}
 }
