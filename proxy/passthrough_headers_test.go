@@ -181,18 +181,13 @@ func TestPassthroughKeepsAcceptEncoding(t *testing.T) {
 // and no session header the upstream forged, which an agent reading its
 // session id from any answer would follow.
 func TestPassthroughAnswersUnderTheProxysNames(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := modelsPassthrough(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Request-Id", "upstream-req-1")
 		w.Header().Set("X-Agent-Hooks-Session", "forged-by-upstream")
 		w.Header().Set("X-Upstream-Request-Id", "forged-upstream-id")
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"data":[]}`))
-	}))
-	t.Cleanup(up.Close)
-	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
-	u, _ := url.Parse(up.URL)
-	hs := httptest.NewServer(New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/models"}, UpstreamTimeout: 10 * time.Second}))
-	t.Cleanup(hs.Close)
+	})
 	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/models", nil)
 	req.Header.Set("X-Request-Id", "client-req-7")
 	resp, err := http.DefaultClient.Do(req)
@@ -211,15 +206,10 @@ func TestPassthroughAnswersUnderTheProxysNames(t *testing.T) {
 // client is answered with, as a mediated request does.
 func TestPassthroughSendsTheGeneratedRequestID(t *testing.T) {
 	var got atomic.Value
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hs := modelsPassthrough(t, func(w http.ResponseWriter, r *http.Request) {
 		got.Store(r.Header.Values("X-Request-Id"))
 		_, _ = w.Write([]byte(`{"data":[]}`))
-	}))
-	t.Cleanup(up.Close)
-	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
-	u, _ := url.Parse(up.URL)
-	hs := httptest.NewServer(New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/models"}, UpstreamTimeout: 10 * time.Second}))
-	t.Cleanup(hs.Close)
+	})
 	for _, sent := range []string{"", "has space"} {
 		req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/models", nil)
 		if sent != "" {
@@ -236,4 +226,16 @@ func TestPassthroughSendsTheGeneratedRequestID(t *testing.T) {
 			t.Errorf("sent %q: answered under %q, upstream got %q", sent, answered, upstream)
 		}
 	}
+}
+
+// modelsPassthrough is hooksproxy passing /v1/models through to up.
+func modelsPassthrough(t *testing.T, up http.HandlerFunc) *httptest.Server {
+	t.Helper()
+	us := httptest.NewServer(up)
+	t.Cleanup(us.Close)
+	em, _ := points.NewEmitter(points.Config{Bindings: []points.Binding{allowAll()}})
+	u, _ := url.Parse(us.URL)
+	hs := httptest.NewServer(New(Options{Upstream: u, Emitter: em, Passthrough: []string{"/v1/models"}, UpstreamTimeout: 10 * time.Second}))
+	t.Cleanup(hs.Close)
+	return hs
 }
