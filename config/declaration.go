@@ -1228,8 +1228,7 @@ func resolveReferences(d *Declaration, reg Registry) error {
 }
 
 // elsewhere is a hint for a reference that names a component of another
-// kind: " (it is defined under redactors:, which approval.resolver cannot
-// use)", or "".
+// kind, as ` ("r" is defined under redactors:, a different table)`, or "".
 func elsewhere(reg Registry, name, want string) string {
 	for _, s := range []struct {
 		section string

@@ -292,8 +292,12 @@ func (m maskSet) checkMasks(at string) error {
 				if m.mask == DefaultMask {
 					whose = "the default mask " + strconv.Quote(DefaultMask)
 				}
-				return cfgErr(at, "%s renders as %q for pattern %s, which pattern %s matches again, so a redaction would leave a match behind; set mask to text no pattern matches, such as \"***\"",
-					whose, r, describePattern(p.name), describePattern(q.name))
+				which := "pattern " + describePattern(q.name)
+				if q.name == p.name {
+					which = "that same pattern"
+				}
+				return cfgErr(at, "%s renders as %q for pattern %s, which %s matches again, so a redaction would leave a match behind; set mask to text no pattern matches, such as \"***\" (or name the pattern)",
+					whose, r, describePattern(p.name), which)
 			}
 		}
 	}

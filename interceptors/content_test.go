@@ -304,8 +304,8 @@ func TestContentAcrossPartsEscalateBesideRedact(t *testing.T) {
 // the patterns by where they were written, and the way out.
 func TestContentSelfMatchingMaskMessage(t *testing.T) {
 	cases := []struct{ config, want string }{
-		{`{"redact":["[A-Z]{6,}"]}`, `the default mask "[REDACTED:{name}]" renders as "[REDACTED:redact_0]" for pattern "redact_0" (redact[0]), which pattern "redact_0" (redact[0]) matches again`},
-		{`{"redact":["x"],"mask":"<x>"}`, `the mask renders as "<x>" for pattern "redact_0" (redact[0]), which pattern "redact_0" (redact[0]) matches again`},
+		{`{"redact":["[A-Z]{6,}"]}`, `the default mask "[REDACTED:{name}]" renders as "[REDACTED:redact_0]" for pattern "redact_0" (redact[0]), which that same pattern matches again`},
+		{`{"redact":["x"],"mask":"<x>"}`, `the mask renders as "<x>" for pattern "redact_0" (redact[0]), which that same pattern matches again`},
 	}
 	for _, c := range cases {
 		_, err := kind(t, KindContent).New("b1", []byte(c.config), Env{})

@@ -461,9 +461,6 @@ func (s *Server) admitEncoding(w http.ResponseWriter, r *http.Request) bool {
 // admitChat reads and checks a chat completion request; when it returns
 // false the refusal has been written.
 func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings) (chatRequest, bool) {
-	// One Content-Type and at most one Content-Encoding line: the checks
-	// below read the first, and the upstream, which gets them all, might
-	// honour another (a second charset=utf-7 line).
 	if !s.admitFraming(w, r, true) {
 		return chatRequest{}, false
 	}
@@ -1245,7 +1242,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		if msg == "" {
 			msg = "upstream reported an error inside the stream"
 		}
-		writeError(w, http.StatusBadGateway, "upstream_error", msg, upErr.code())
+		writeError(w, http.StatusBadGateway, "upstream_error", msg, s.mask.code(upErr.code()))
 		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
 		rn.streamBroken("upstream timed out during its stream", "upstream_unavailable")
@@ -1310,7 +1307,7 @@ func (rn *run) refuseAnswer(msg string, code any, cause error) {
 // not to the log, since a provider may quote the input it refused there.
 func (rn *run) refuseUpstreamError(e *UpstreamStreamError) {
 	rn.logRefused("upstream answered 200 with an error (its message is passed to the client, not logged)", e.code(), e)
-	writeError(rn.w, http.StatusBadGateway, "upstream_error", rn.s.mask.string(e.Message), e.code())
+	writeError(rn.w, http.StatusBadGateway, "upstream_error", rn.s.mask.string(e.Message), rn.s.mask.code(e.code()))
 	rn.upstreamFailed()
 }
 
@@ -1694,6 +1691,7 @@ func (rn *run) release(t *turn, body, completion []byte, modified, final bool) {
 		rn.end("completed", false)
 	}
 	copyHeaders(w.Header(), t.resp.Header)
+	rn.s.mask.header(w.Header())
 	if t.held != nil {
 		keepMediaType(w.Header(), "text/event-stream")
 		w.Header().Set("Cache-Control", "no-cache")

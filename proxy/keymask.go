@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"io"
+	"net/http"
 	"strings"
 )
 
@@ -50,6 +51,28 @@ func (m *keyMask) string(s string) string {
 	return strings.ReplaceAll(s, string(m.key), keyMaskText)
 }
 
+// code is string for an error code relayed from the upstream (a string,
+// or nil when it sent none).
+func (m *keyMask) code(c any) any {
+	if s, ok := c.(string); ok {
+		return m.string(s)
+	}
+	return c
+}
+
+// header masks every value of h (the upstream's headers as copied for the
+// client: a 401's WWW-Authenticate may quote the key).
+func (m *keyMask) header(h http.Header) {
+	if m == nil {
+		return
+	}
+	for _, vs := range h {
+		for i, v := range vs {
+			vs[i] = m.string(v)
+		}
+	}
+}
+
 // writer masks a stream written to w in pieces: a key split across two
 // writes is still found. It holds back only a tail that could begin the
 // key, so the end of an event or line is never delayed (a key does not
@@ -79,6 +102,9 @@ func (k *keyMaskWriter) Write(p []byte) (int, error) {
 	out := data[:len(data)-keep]
 	if len(out) > 0 {
 		if _, err := k.w.Write(out); err != nil {
+			// Nothing more is written (Close included): how much of out
+			// went is unknown, and a retry could duplicate it.
+			k.m, k.w, k.held = nil, io.Discard, nil
 			return 0, err
 		}
 	}

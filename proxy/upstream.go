@@ -144,6 +144,7 @@ func copyRawHeaders(dst, src http.Header) {
 func relayError(w http.ResponseWriter, resp *http.Response, limit int64, mask *keyMask) {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	copyRawHeaders(w.Header(), resp.Header)
+	mask.header(w.Header())
 	if err != nil || int64(len(b)) > limit {
 		w.Header().Del("Content-Encoding")
 		why := "could not be read whole"
@@ -222,6 +223,12 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 && s.mask == nil {
 		out.Header["Accept-Encoding"] = slices.Clone(ae)
 	}
+	if s.mask != nil {
+		// A byte range could cut the key in two pieces, each released
+		// unmasked: the answer is asked for whole.
+		delete(out.Header, "Range")
+		delete(out.Header, "If-Range")
+	}
 	resp, err := s.client.Do(out)
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -250,6 +257,14 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 	w.Header().Del("X-Agent-Hooks-Session")
 	if h := s.opts.SessionHeader; h != "" {
 		w.Header().Del(h)
+	}
+	if s.mask != nil {
+		s.mask.header(w.Header())
+		// The body may change length and bytes under the mask: a range
+		// or digest of the upstream's would describe other bytes.
+		for _, h := range []string{"Content-Range", "Content-Md5", "Digest", "Content-Digest", "Repr-Digest"} {
+			delete(w.Header(), h)
+		}
 	}
 	w.WriteHeader(resp.StatusCode)
 	// Each read is written and flushed at once, so a streamed passthrough

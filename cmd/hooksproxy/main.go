@@ -160,8 +160,6 @@ func (c *commonFlags) check() []error {
 	return errs
 }
 
-// parseFlags parses args. stop is true when the command must end here with
-// exit code code: 0 after -h (the flags are printed), 2 for a bad flag.
 // flagArgs names the value each flag takes in --help.
 var flagArgs = map[string]string{
 	"config": "FILE", "listen": "HOST:PORT", "log-format": "text|json", "log-level": "LEVEL",
@@ -184,7 +182,7 @@ func setUsage(fs *flag.FlagSet, what string) {
 				name += " " + strings.ToUpper(arg)
 			}
 			def := ""
-			if f.DefValue != "" && f.DefValue != "false" {
+			if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
 				def = " (default " + f.DefValue + ")"
 			}
 			if len(name) > 22 {
@@ -196,6 +194,8 @@ func setUsage(fs *flag.FlagSet, what string) {
 	}
 }
 
+// parseFlags parses args. stop is true when the command must end here with
+// exit code code: 0 after -h (the flags are printed), 2 for a bad flag.
 func parseFlags(fs *flag.FlagSet, args []string) (code int, stop bool) {
 	switch err := fs.Parse(args); {
 	case errors.Is(err, flag.ErrHelp):
