@@ -67,7 +67,10 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 	}
 	// The strings extension (split, join, trim, lowerAscii, indexOf, ...)
 	// is part of cel-go; policies over addresses and content parts need it.
-	env, err := cel.NewEnv(cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}), ext.Strings())
+	// Its calls that can build a result far larger than their inputs are
+	// guarded (celGuards).
+	opts := append([]cel.EnvOption{cel.Variable("ctx", cel.DynType), cel.CustomTypeAdapter(jsonAdapter{}), ext.Strings()}, celGuards(cost)...)
+	env, err := cel.NewEnv(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("interceptors: cel environment: %w", err)
 	}
@@ -93,7 +96,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			ps.add(cfgErr(at+".when", "must be a bool expression, not %s", t))
 			continue
 		}
-		prg, err := env.Program(ast, cel.CostLimit(cost), cel.InterruptCheckFrequency(100))
+		prg, err := env.Program(ast, cel.CostLimit(cost), cel.InterruptCheckFrequency(100), celResultCost())
 		if err != nil {
 			ps.add(&ConfigError{Path: at + ".when", Msg: "cannot build program", Err: err})
 			continue
@@ -191,6 +194,12 @@ type jsonValue []byte
 type jsonAdapter struct{}
 
 func (a jsonAdapter) NativeToValue(v any) ref.Val {
+	if n, ok := v.(*jsonNode); ok {
+		if n.val == nil {
+			n.val = a.NativeToValue(n.raw)
+		}
+		return n.val
+	}
 	raw, ok := v.(jsonValue)
 	if !ok {
 		return types.DefaultTypeAdapter.NativeToValue(v)
@@ -204,8 +213,12 @@ func (a jsonAdapter) NativeToValue(v any) ref.Val {
 		case '{':
 			return &jsonObject{raw: raw[i:]}
 		case '[':
-			var elems []any
-			points.ForEachElement(raw[i:], func(e []byte) bool { elems = append(elems, jsonValue(e)); return true })
+			var nodes []jsonNode
+			points.ForEachElement(raw[i:], func(e []byte) bool { nodes = append(nodes, jsonNode{raw: e}); return true })
+			elems := make([]any, len(nodes))
+			for k := range nodes {
+				elems[k] = &nodes[k]
+			}
 			return jsonList{Lister: types.NewDynamicList(a, elems).(traits.Lister), raw: raw[i:]}
 		}
 	}
@@ -227,7 +240,17 @@ type jsonObject struct {
 
 type jsonMember struct {
 	name  string
-	value jsonValue
+	value jsonNode // its address is handed out once the members are indexed
+}
+
+// jsonNode is a raw value adapted once, on first use: a rule that reads
+// ctx.messages[i].content in a loop over the history reads the same few
+// values thousands of times, and adapting them anew each time would copy
+// the history (and each long text) as often, past anything the cost limit
+// counts.
+type jsonNode struct {
+	raw jsonValue
+	val ref.Val
 }
 
 var _ traits.Mapper = (*jsonObject)(nil)
@@ -239,7 +262,7 @@ func (o *jsonObject) index() []jsonMember {
 		// member takes at least 6 bytes ("a":1,), which bounds small ones.
 		o.members = make([]jsonMember, 0, min(16, len(o.raw)/6+1))
 		points.ForEachMember(o.raw, func(name string, v []byte) bool {
-			o.members = append(o.members, jsonMember{name, v})
+			o.members = append(o.members, jsonMember{name: name, value: jsonNode{raw: v}})
 			return true
 		})
 	}
@@ -252,7 +275,7 @@ func (o *jsonObject) FindStringKey(s string) (any, bool) {
 	ms := o.index()
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].name == s {
-			return ms[i].value, true
+			return &ms[i].value, true
 		}
 	}
 	return nil, false
@@ -262,8 +285,8 @@ func (o *jsonObject) materialize() traits.Mapper {
 	if o.full == nil {
 		ms := o.index()
 		m := make(map[string]any, len(ms))
-		for _, mb := range ms {
-			m[mb.name] = mb.value
+		for i := range ms {
+			m[ms[i].name] = &ms[i].value
 		}
 		o.full = types.NewStringInterfaceMap(jsonAdapter{}, m).(traits.Mapper)
 	}

@@ -1943,6 +1943,9 @@ func checkChatRequest(body []byte) string {
 						bad = "each of an assistant message's 'tool_calls' must be an object"
 						return false
 					}
+					if bad = historyCallShape(c); bad != "" {
+						return false
+					}
 					if id := gjson.GetBytes(c, "id"); id.Type == gjson.String && id.Str != "" {
 						if calls == nil {
 							calls = map[string]struct{}{}
@@ -1998,6 +2001,28 @@ func checkChatRequest(body []byte) string {
 	}
 	if n != nil && string(n) != "null" && gjson.ParseBytes(n).Int() != 1 {
 		return "hooksproxy mediates one choice per request: 'n' must be 1"
+	}
+	return ""
+}
+
+// historyCallShape refuses a tool call in the history whose function the
+// tool points would misread: the points judge its result with the call's
+// name and arguments read as strings (the chat API's types), so an object,
+// number or array there would be judged as no arguments (or no name) while
+// a lenient upstream read the value itself.
+func historyCallShape(c []byte) string {
+	fn := gjson.GetBytes(c, "function")
+	switch {
+	case !fn.Exists() || fn.Type == gjson.Null:
+		return ""
+	case !fn.IsObject():
+		return "each tool call's 'function' must be an object"
+	}
+	if name := fn.Get("name"); name.Exists() && name.Type != gjson.String {
+		return "each tool call's 'function.name' must be a string"
+	}
+	if args := fn.Get("arguments"); args.Exists() && args.Type != gjson.String && args.Type != gjson.Null {
+		return "each tool call's 'function.arguments' must be a string (the JSON text of the arguments)"
 	}
 	return ""
 }

@@ -61,6 +61,12 @@ func TestCheckChatRequestShapes(t *testing.T) {
 		{"system content null", `{"model":"m","messages":[{"role":"system","content":null},` + user + `]}`, "system message's 'content'"},
 		{"tool_calls null element", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[null]}]}`, "'tool_calls' must be an object"},
 		{"tool_calls an object", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":{}}]}`, "'tool_calls' must be an array"},
+		{"arguments an object", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"read_file","arguments":{"path":"/etc/shadow"}}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function.arguments' must be a string"},
+		{"arguments an array", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":["x"]}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function.arguments' must be a string"},
+		{"arguments a number", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":1}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function.arguments' must be a string"},
+		{"arguments a boolean", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":true}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function.arguments' must be a string"},
+		{"name a number", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":5,"arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function.name' must be a string"},
+		{"function a string", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":"f"}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`, "'function' must be an object"},
 	} {
 		if got := checkChatRequest([]byte(c.body)); !strings.Contains(got, c.want) {
 			t.Errorf("%s: %q, want %q", c.name, got, c.want)
@@ -72,6 +78,9 @@ func TestCheckChatRequestShapes(t *testing.T) {
 		`{"model":"m","messages":[` + user + `],"tools":[{"type":"custom","custom":{"name":"grammar"}}]}`,
 		`{"model":"m","messages":[` + user + `],"tools":[{"function":{"name":"f"}}]}`,
 		`{"model":"m","messages":[` + user + `,{"role":"assistant","content":"x","tool_calls":null}]}`,
+		`{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\"path\":\"/etc/shadow\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`,
+		`{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":null}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`,
+		`{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f"}}]},{"role":"tool","tool_call_id":"c1","content":"r"}]}`,
 		`{"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"be brief"}]},` + user + `]}`,
 	} {
 		if got := checkChatRequest([]byte(ok)); got != "" {
