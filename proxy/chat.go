@@ -1312,6 +1312,9 @@ func (rn *run) refuseUpstreamError(e *UpstreamStreamError) {
 }
 
 func (rn *run) logRefused(msg string, code any, cause error) {
+	if c, ok := code.(string); ok {
+		code = logToken(c)
+	}
 	args := []any{"session", rn.sess.ps.ID(), "request_id", rn.requestID(), "code", code, "reason", msg}
 	if cause != nil {
 		args = append(args, "error", cause)

@@ -83,7 +83,8 @@ type UpstreamStreamError struct {
 }
 
 func (e *UpstreamStreamError) Error() string {
-	return fmt.Sprintf("proxy: upstream error event %d (type %q, code %q)", e.Event, e.Type, e.Code)
+	// Logged: the type and code are the upstream's, so only identifiers.
+	return fmt.Sprintf("proxy: upstream error event %d (type %q, code %q)", e.Event, logToken(e.Type), logToken(e.Code))
 }
 
 // Unwrap lets errors.Is(err, ErrUpstreamStreamError) match.

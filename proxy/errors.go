@@ -24,7 +24,7 @@ type errorBody struct {
 // hooksFacts tells the caller which decision blocked it, never the payload.
 type hooksFacts struct {
 	InterceptionPoint points.Point `json:"interception_point"`
-	Reason            string       `json:"reason"`
+	Reason            any          `json:"reason"` // the verdict's reason, or null
 	DecidedBy         *int         `json:"decided_by"`
 	SessionID         string       `json:"session_id"`
 	Sequence          int64        `json:"sequence"`
@@ -92,14 +92,17 @@ func writeBlockedRetry(w http.ResponseWriter, res points.Result, retry bool) {
 		// come from a model answer not released: it stays on the record.
 		msg += " " + rec.Verdict.Message
 	}
-	if reason == "" {
-		reason = "deny"
+	// A deny without a reason says so (null), as its record does: a code
+	// of our own here would be a reason no record carries.
+	var code any
+	if reason != "" {
+		code = reason
 	}
 	w.Header().Set("X-Should-Retry", strconv.FormatBool(retry))
 	writeJSON(w, status, openAIError{Error: errorBody{
-		Message: msg, Type: typ, Code: reason,
+		Message: msg, Type: typ, Code: code,
 		AgentHooks: &hooksFacts{
-			InterceptionPoint: rec.InterceptionPoint, Reason: reason, DecidedBy: rec.DecidedBy,
+			InterceptionPoint: rec.InterceptionPoint, Reason: code, DecidedBy: rec.DecidedBy,
 			SessionID: rec.SessionID, Sequence: rec.Sequence, Liftable: rec.Liftable(),
 		},
 	}})
@@ -111,4 +114,32 @@ func writeBlockedRetry(w http.ResponseWriter, res points.Result, retry bool) {
 func (s *Server) writeSessionEnding(w http.ResponseWriter) {
 	w.Header().Set("Retry-After", "1")
 	s.refuse(w, http.StatusConflict, "the session is ending: its agent_shutdown waits for requests still in flight; retry in a moment", "session_ending")
+}
+
+// logToken is an upstream-supplied identifier (an error's type or code) as
+// a log line may carry it: a provider may put anything there, the input it
+// refused included, so only what reads as an identifier is kept: up to 64
+// letters, digits and _ . : -, with no run of more than 24 letters and
+// digits (a key or token is one long run). Anything else is named by its
+// length only.
+func logToken(s string) string {
+	if s == "" {
+		return ""
+	}
+	ok := len(s) <= 64
+	for i, run := 0, 0; ok && i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+			run++
+			ok = run <= 24
+		case c == '_', c == '.', c == ':', c == '-':
+			run = 0
+		default:
+			ok = false
+		}
+	}
+	if ok {
+		return s
+	}
+	return "[elided: " + strconv.Itoa(len(s)) + " bytes]"
 }
