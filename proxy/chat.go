@@ -940,6 +940,10 @@ type turn struct {
 	// counted: the held-streams gauge still counts this stream, until
 	// the turn is done.
 	counted bool
+	// upstreamCode and upstreamTime: a json answer's status and time,
+	// counted in the upstream metrics once postModel has read it.
+	upstreamCode int
+	upstreamTime time.Duration
 }
 
 // modelCall is one model call the proxy is about to make.
@@ -1023,7 +1027,8 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 	if sse := ct == "text/event-stream"; sse != stream {
 		// Answered in the other framing than asked: the client's SDK
 		// could not decode it, whatever the points said.
-		s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+		// No usable answer arrived: counted as the upstream's error.
+		s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart))
 		msg := "upstream answered a stream to a request without stream: true; nothing of it was released"
 		if stream {
 			msg = "upstream answered a streaming request with a body that is not text/event-stream; nothing of it was released"
@@ -1078,8 +1083,8 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		}()
 		t.held, t.completion, err = s.holdStream(answer, rn.buffer)
 		code := resp.StatusCode
-		if err != nil && ctx.Err() == nil && streamBroke(err) {
-			code = 0 // no complete response arrived: counted as the upstream's error
+		if err != nil && ctx.Err() == nil && upstreamAtFault(err) {
+			code = 0 // no complete, usable response arrived: counted as the upstream's error
 		}
 		s.opts.Metrics.UpstreamRequest(code, true, time.Since(upStart))
 		if err == nil {
@@ -1095,16 +1100,21 @@ func (rn *run) modelTurn(ctx context.Context, body []byte, t *turn) bool {
 		if err != nil && ctx.Err() == nil && !errors.Is(err, errBufferBudget) {
 			code = 0 // the body was cut or timed out: no response arrived, as for a stream
 		}
-		s.opts.Metrics.UpstreamRequest(code, false, time.Since(upStart))
+		elapsed := time.Since(upStart)
 		if err != nil || int64(len(t.completion)) > s.opts.MaxBufferedResponseBytes {
+			s.opts.Metrics.UpstreamRequest(code, false, elapsed)
 			rn.bodyFailed(ctx, mc, t.completion, err)
 			return false
 		}
+		// Counted once the body is read as an answer: not JSON, or an
+		// error in a 200 (postModel), is the upstream's error.
+		t.upstreamCode, t.upstreamTime = code, elapsed
 		// A UTF-8 byte order mark before the JSON (RFC 8259 §8.1 lets a
 		// reader ignore it; a stream's is already skipped) is not part of
 		// the answer.
 		t.completion = bytes.TrimPrefix(t.completion, []byte("\xef\xbb\xbf"))
 		if encErr := points.CheckEncoding(t.completion, 0); encErr != nil {
+			s.opts.Metrics.UpstreamRequest(0, false, elapsed)
 			if d := outOfDomain(encErr); d != "" {
 				// JSON, but with a value no context can carry (a lone
 				// surrogate, 1e400, a duplicate member): no post_model_call
@@ -1162,7 +1172,7 @@ func (rn *run) decodedBody(ctx context.Context, resp *http.Response, stream bool
 	default:
 		msg = "upstream answered with Content-Encoding " + strconv.Quote(ce) + ", which hooksproxy does not decode; nothing of it was released"
 	}
-	rn.s.opts.Metrics.UpstreamRequest(resp.StatusCode, stream, time.Since(upStart))
+	rn.s.opts.Metrics.UpstreamRequest(0, stream, time.Since(upStart)) // no answer it can read
 	rn.refuseAnswer(msg, "upstream_invalid_response", nil)
 	return nil, 0, false
 }
@@ -1278,6 +1288,22 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 func streamBroke(err error) bool {
 	return errors.Is(err, ErrMissingDone) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, ErrStreamRead) ||
 		errors.Is(err, context.DeadlineExceeded)
+}
+
+// upstreamAtFault reports whether a stream that failed to hold brought no
+// usable answer through the upstream's fault: cut or timed out, an error
+// inside the 200, or not a chat completion stream. A well-formed stream
+// that only the proxy cannot mediate (a tool type, too many slots) or
+// that the buffer limits refused is an answer, counted by its status.
+func upstreamAtFault(err error) bool {
+	var chunkErr *ChunkError
+	switch {
+	case streamBroke(err), errors.Is(err, ErrUpstreamStreamError):
+		return true
+	case errors.As(err, &chunkErr):
+		return chunkErr.Reason != reasonUnsupportedTool && chunkErr.Reason != reasonTooManySlots
+	}
+	return false
 }
 
 // streamBroken answers a stream the upstream did not finish: an errored
@@ -1513,6 +1539,7 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 	}
 	v := viewCompletion(t.completion)
 	if t.held == nil && (v.choices == nil || string(v.choices) == "null") && slices.Contains(v.unjudgedTop, "error") {
+		s.opts.Metrics.UpstreamRequest(0, false, t.upstreamTime)
 		// A 200 whose body is an error (OpenRouter and LiteLLM answer
 		// provider failures so): the upstream's failure, passed on as a
 		// stream's error event is, not a response to judge.
@@ -1522,6 +1549,9 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		}
 		rn.refuseUpstreamError(e)
 		return false
+	}
+	if t.held == nil {
+		s.opts.Metrics.UpstreamRequest(t.upstreamCode, false, t.upstreamTime)
 	}
 	if u := gjson.ParseBytes(v.usage); u.IsObject() {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())

@@ -66,18 +66,18 @@ func TestRefusedUpstreamAnswers(t *testing.T) {
 		{"json body not JSON", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = io.WriteString(w, "<html>Bad gateway</html>")
-		}, 0, "upstream_invalid_response", 200},
-		{"error inside a 200", false, errorIn200, 0, "provider_down", 200},
-		{"stream answered with a JSON error", true, errorIn200, 0, "provider_down", 200},
+		}, 0, "upstream_invalid_response", 0},
+		{"error inside a 200", false, errorIn200, 0, "provider_down", 0},
+		{"stream answered with a JSON error", true, errorIn200, 0, "provider_down", 0},
 		{"json request answered with a stream", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = io.WriteString(w, "data: [DONE]\n\n")
-		}, 0, "upstream_invalid_response", 200},
+		}, 0, "upstream_invalid_response", 0},
 		{"unknown content encoding", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Content-Encoding", "br")
 			_, _ = io.WriteString(w, "xx")
-		}, 0, "upstream_invalid_response", 200},
+		}, 0, "upstream_invalid_response", 0},
 		{"redirect", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Location", "http://elsewhere.invalid/")
 			w.WriteHeader(http.StatusFound)
