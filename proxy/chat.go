@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"slices"
@@ -756,7 +757,10 @@ func (rn *run) writeInputs(body []byte, msgs []gjson.Result, edits map[int]input
 // (continuations after every tool call was denied), added to the answer's
 // usage so a client's accounting sees every call made for its request.
 type spent struct {
-	prompt, completion int64
+	// usage sums every integer member of those calls' usage objects,
+	// one level of *_details included, by path: cached and reasoning
+	// tokens are priced apart, so they add up as the totals do.
+	usage map[string]int64
 	// hostErrTurns counts automatic turns that ended in a tool-seam host
 	// error.
 	hostErrTurns int
@@ -870,10 +874,7 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 					rn.end("error", false)
 					return nil, false
 				}
-				if u := gjson.ParseBytes(t.view.usage); u.IsObject() {
-					sp.prompt += u.Get("prompt_tokens").Int()
-					sp.completion += u.Get("completion_tokens").Int()
-				}
+				sp.add(t.view.usage)
 				return continuation(body, completion, withheld, sess), true
 			}
 			if len(withheld) > 0 || !bytes.Equal(out, completion) {
@@ -891,8 +892,8 @@ func (rn *run) finishTurn(ctx context.Context, t *turn, body []byte, msgs []gjso
 		}
 		modified = modified || changed
 	}
-	if sp.prompt+sp.completion > 0 {
-		if c, ok := addUsage(completion, sp.prompt, sp.completion); ok {
+	if len(sp.usage) > 0 {
+		if c, ok := addUsage(completion, sp.usage); ok {
 			completion, modified = c, true
 		}
 	}
@@ -2236,22 +2237,67 @@ func toolCallIDsOf(completion []byte) []string {
 
 // addUsage adds prompt and completion tokens to a completion's usage
 // (and its total); ok is false when the completion has no usage object.
-func addUsage(completion []byte, prompt, compl int64) ([]byte, bool) {
+func addUsage(completion []byte, spent map[string]int64) ([]byte, bool) {
 	u := gjson.Get(view(completion), "usage")
 	if !u.IsObject() {
 		return completion, false
 	}
 	out := completion
-	for _, f := range []struct {
-		k string
-		n int64
-	}{{"prompt_tokens", prompt}, {"completion_tokens", compl}, {"total_tokens", prompt + compl}} {
+	for _, k := range slices.Sorted(maps.Keys(spent)) {
+		cur := u.Get(k)
+		if cur.Exists() && cur.Type != gjson.Number {
+			continue // not a count this answer keeps
+		}
 		var err error
-		if out, err = sjson.SetBytes(out, "usage."+f.k, u.Get(f.k).Int()+f.n); err != nil {
+		if out, err = sjson.SetBytes(out, "usage."+k, cur.Int()+spent[k]); err != nil {
 			return completion, false
 		}
 	}
 	return out, true
+}
+
+// add sums usage (a usage object's JSON, or nothing) into s.usage: its
+// integer members and those of its objects one level down. Names that
+// sjson would read as path syntax are left out.
+func (s *spent) add(usage []byte) {
+	u := gjson.ParseBytes(usage)
+	if !u.IsObject() {
+		return
+	}
+	plain := func(k string) bool { return k != "" && !strings.ContainsAny(k, ".*?|#@\\:!=<>%") }
+	put := func(path string, v gjson.Result) {
+		if n, ok := usageCount(v); ok {
+			if s.usage == nil {
+				s.usage = map[string]int64{}
+			}
+			s.usage[path] += n
+		}
+	}
+	u.ForEach(func(k, v gjson.Result) bool {
+		if !plain(k.Str) {
+			return true
+		}
+		if v.IsObject() {
+			v.ForEach(func(k2, v2 gjson.Result) bool {
+				if plain(k2.Str) {
+					put(k.Str+"."+k2.Str, v2)
+				}
+				return true
+			})
+			return true
+		}
+		put(k.Str, v)
+		return true
+	})
+}
+
+// usageCount is v as a token count: a non-negative integer.
+func usageCount(v gjson.Result) (int64, bool) {
+	if v.Type != gjson.Number || strings.ContainsAny(v.Raw, ".eE-") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v.Raw, 10, 64)
+	return n, err == nil
 }
 
 // hasText reports whether an answer text (JSON) is a non-empty string.

@@ -524,3 +524,30 @@ func TestHostAPIBodyFraming(t *testing.T) {
 		}
 	}
 }
+
+// The usage details (cached and reasoning tokens, priced apart) of the
+// calls the proxy made on its own add up as the totals do; a detail only
+// the earlier call reported is added to the answer's usage too.
+func TestContinuationUsageDetailsAreCounted(t *testing.T) {
+	details := `"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18,` +
+		`"prompt_tokens_details":{"cached_tokens":3,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}`
+	denied := strings.Replace(twoCalls("delete_files", "delete_files"), `"finish_reason":"tool_calls"}]}`,
+		`"finish_reason":"tool_calls"}],`+details+`}`, 1)
+	final := `{"id":"c2","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"done"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18,"prompt_tokens_details":{"cached_tokens":3}}}`
+	up, _ := seqUpstream(t, denied, final)
+	p := seamProxy(t, up.URL, denyTool("delete_files"))
+	r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+	if r.StatusCode != 200 {
+		t.Fatalf("%d %s", r.StatusCode, b)
+	}
+	for path, want := range map[string]int64{
+		"usage.prompt_tokens": 22, "usage.completion_tokens": 14, "usage.total_tokens": 36,
+		"usage.prompt_tokens_details.cached_tokens": 6, "usage.prompt_tokens_details.audio_tokens": 0,
+		"usage.completion_tokens_details.reasoning_tokens": 2,
+	} {
+		if got := gjson.GetBytes(b, path); !got.Exists() || got.Int() != want {
+			t.Errorf("%s = %s, want %d", path, got.Raw, want)
+		}
+	}
+}
