@@ -665,17 +665,34 @@ func writeBackResponse(completion []byte, resp gjson.Result) ([]byte, error) {
 		}
 		return completion, err
 	}
+	// A call the transform left as it was keeps the model's arguments
+	// text byte for byte (spacing, escapes): only a changed one, or one
+	// judged as text (the stand-in), is written from the context.
+	sent := map[string]string{}
+	gjson.Get(view(completion), "choices.0.message.tool_calls").ForEach(func(_, c gjson.Result) bool {
+		if id := c.Get("id").Str; id != "" {
+			if _, dup := sent[id]; !dup {
+				sent[id] = c.Get("function.arguments").Str
+			}
+		}
+		return true
+	})
 	arr := []byte{'['}
 	for i, c := range calls {
 		if i > 0 {
 			arr = append(arr, ',')
 		}
+		id, args := c.Get("id").Str, c.Get("args")
+		text, ok := sent[id]
+		if !ok || standInShaped(args) || args.Raw != string(argsObject(text)) {
+			text = argsString(args)
+		}
 		arr = append(arr, `{"id":`...)
-		arr = appendString(arr, c.Get("id").Str)
+		arr = appendString(arr, id)
 		arr = append(arr, `,"type":"function","function":{"name":`...)
 		arr = appendString(arr, c.Get("name").Str)
 		arr = append(arr, `,"arguments":`...)
-		arr = appendString(arr, argsString(c.Get("args")))
+		arr = appendString(arr, text)
 		arr = append(arr, `}}`...)
 	}
 	arr = append(arr, ']')

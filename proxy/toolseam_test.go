@@ -551,3 +551,45 @@ func TestContinuationUsageDetailsAreCounted(t *testing.T) {
 		}
 	}
 }
+
+// A post_model_call transform that changes the answer leaves the arguments
+// text of every call it did not touch byte for byte as the model wrote it
+// (spacing, key order, number forms); a call it changed is written from
+// the context, and a call judged as text (not a JSON object) is released
+// as judged.
+func TestTransformKeepsUntouchedArgumentsText(t *testing.T) {
+	answer := `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"key sk-1","tool_calls":[` +
+		`{"id":"call_a","type":"function","function":{"name":"weather","arguments":"{ \"city\" : \"Z\\u00fcrich\", \"n\": 1.50, \"z\":1,\"a\":2 }"}},` +
+		`{"id":"call_b","type":"function","function":{"name":"fetch","arguments":"{\"q\": \"two\"}"}},` +
+		`{"id":"call_c","type":"function","function":{"name":"shell","arguments":"ls -la"}}]},"finish_reason":"tool_calls"}]}`
+	for _, tt := range []struct {
+		name  string
+		path  string
+		value string
+		want  [3]string
+	}{
+		{"text only", "$target.content", `"key [hidden]"`,
+			[3]string{`{ "city" : "Z\u00fcrich", "n": 1.50, "z":1,"a":2 }`, `{"q": "two"}`, `ls -la`}},
+		{"one call's argument", "$target.tool_calls[1].args.q", `"changed"`,
+			[3]string{`{ "city" : "Z\u00fcrich", "n": 1.50, "z":1,"a":2 }`, `{"q":"changed"}`, `ls -la`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up, _ := seqUpstream(t, answer)
+			p := seamProxy(t, up.URL, points.Binding{Name: "edit", Interceptor: points.InterceptorFunc(func(_ context.Context, c *points.Context) (points.Verdict, error) {
+				if c.Point() == points.PostModelCall {
+					return points.Replace(tt.path, json.RawMessage(tt.value)), nil
+				}
+				return points.Allow(), nil
+			})})
+			r, b := post(t, p.URL, `{"model":"m","messages":[{"role":"user","content":"go"}]}`)
+			if r.StatusCode != 200 {
+				t.Fatalf("%d %s", r.StatusCode, b)
+			}
+			for i, want := range tt.want {
+				if got := gjson.GetBytes(b, "choices.0.message.tool_calls."+strconv.Itoa(i)+".function.arguments").Str; got != want {
+					t.Errorf("call %d arguments %q, want %q", i, got, want)
+				}
+			}
+		})
+	}
+}
