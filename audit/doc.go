@@ -23,8 +23,14 @@
 // a non-blocking send into a bounded channel that one goroutine drains. When
 // the channel is full the record is dropped, counted (Stats.Dropped and
 // [Reporter.RecordsDropped]) and a log line says so at most once per log
-// interval. Write and fsync failures are counted ([Reporter.SinkError]) and
-// logged at the same rate. [Sink.Close] drains the queue, fsyncs and closes.
+// interval, with the records dropped since the previous line and the
+// total; the drops it held back get a line when the interval ends (or at
+// Close), so the lines add up to the counter. Write and fsync failures are
+// counted ([Reporter.SinkError]) and logged at the same rate, the records
+// they lose as drops. A file sink whose file was removed while its path
+// cannot be opened again drops (and counts) records instead of writing
+// them where no reader would see them, until the path opens again.
+// [Sink.Close] drains the queue, fsyncs and closes.
 //
 // # Acknowledgement
 //

@@ -74,7 +74,16 @@ type fileBackend struct {
 	checkEvery time.Duration
 	checked    time.Time
 	log        *slog.Logger
+	// lost: the open file was removed (it has no name left) and its path
+	// could not be opened again. What is written to it no reader will
+	// ever see, so records are dropped, counted, instead of written until
+	// a reopen succeeds; a file that was only renamed is still written,
+	// as its lines can be read under the new name.
+	lost bool
 }
+
+// errFileLost is flush's answer while the file is lost.
+var errFileLost = fmt.Errorf("audit: record file was removed and its path cannot be opened again: %w", ErrDropped)
 
 // descriptorPath reports whether path names a process's descriptor rather
 // than a file of its own: /dev/stdout, /dev/stderr, /dev/fd/N,
@@ -192,7 +201,7 @@ func completeLines(r io.ReaderAt, size int64, chunk int) (int64, error) {
 }
 
 func (b *fileBackend) add(line []byte) {
-	if b.maxBytes > 0 {
+	if b.maxBytes > 0 && !b.lost { // a lost file grows no more: nothing to rotate
 		cur := b.size + int64(len(b.buf))
 		if cur > 0 && cur+int64(len(line)) > b.maxBytes {
 			// A failed rotation is reported and writing goes on in the
@@ -208,6 +217,12 @@ func (b *fileBackend) flush() error {
 		return nil
 	}
 	b.followPath()
+	if b.lost {
+		lines := bytes.Count(b.buf, []byte{'\n'})
+		b.buf = b.buf[:0]
+		b.h.drop(lines, "record file removed and its path cannot be opened again")
+		return errFileLost
+	}
 	if b.unaligned {
 		// Put the partial line a failed write left behind on its own.
 		b.buf = append([]byte{'\n'}, b.buf...)
@@ -260,7 +275,9 @@ func (b *fileBackend) close() error {
 // followPath reopens the path when the open file is no longer the one it
 // names (moved, removed or replaced), at most once per checkEvery. What is
 // still buffered goes to the new file; what was written before stays in
-// the old one, complete.
+// the old one, complete. When the path cannot be opened, a renamed file
+// goes on being written, and a removed one is lost (b.lost) until the
+// path opens again.
 func (b *fileBackend) followPath() {
 	if b.stream || b.now == nil {
 		return
@@ -274,21 +291,26 @@ func (b *fileBackend) followPath() {
 	if err != nil {
 		return
 	}
+	gone := unlinked(cur)
 	if st, err := os.Stat(b.path); err == nil && os.SameFile(st, cur) {
+		b.lost = false
 		return
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return // unreadable for now: keep the file we have
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) && !gone {
+		return // unreadable for now, and ours still has a name: keep it
 	}
-	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
-		b.h.fail(OpOpen, 0, err)
-		return
-	}
-	nf, err := os.OpenFile(b.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	nf, err := openAgain(b.path)
 	if err != nil {
-		// Keep appending to the file we have: late beats lost.
 		b.h.fail(OpOpen, 0, err)
+		if gone && !b.lost && b.log != nil {
+			b.log.Error("audit record file was removed and its path cannot be opened again: records are dropped until it can", "error", err.Error())
+		}
+		// A renamed file still holds what we append (late beats lost);
+		// a removed one does not.
+		b.lost = gone
 		return
 	}
+	wasLost := b.lost
+	b.lost = false
 	size := int64(0)
 	if st, err := nf.Stat(); err == nil {
 		size = st.Size()
@@ -304,8 +326,20 @@ func (b *fileBackend) followPath() {
 	b.unaligned = size > 0 && !endsWithNewline(nf, size)
 	_ = syncDir(filepath.Dir(b.path))
 	if b.log != nil {
-		b.log.Warn("audit record file was moved, removed or replaced; opened its path again", "size", size)
+		b.log.Warn("audit record file was moved, removed or replaced; opened its path again", "size", size, "was_lost", wasLost)
 	}
+}
+
+// openAgain opens path for appending, creating it and its directories.
+func openAgain(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("audit: record directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("audit: reopen record file: %w", err)
+	}
+	return f, nil
 }
 
 func endsWithNewline(f *os.File, size int64) bool {

@@ -118,6 +118,7 @@ type options struct {
 	now           func() time.Time
 	tailChunk     int
 	reopenCheck   time.Duration
+	afterFunc     func(time.Duration, func())
 }
 
 // WithName sets the sink's name, the sink label of its metrics and logs
@@ -159,7 +160,8 @@ func WithReporter(r Reporter) Option { return func(o *options) { o.reporter = r 
 
 // WithLogInterval rate-limits drop and failure logs to one line per kind
 // per interval (default [DefaultLogInterval]); the line carries the count
-// since the previous one.
+// since the previous one, and drops held back get a line at the end of the
+// interval.
 func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logInterval = d } }
 
 // WithReopenCheck sets how often a file sink looks whether its path still
@@ -167,9 +169,12 @@ func WithLogInterval(d time.Duration) Option { return func(o *options) { o.logIn
 // write), reopening the path when the file was moved or removed.
 func WithReopenCheck(d time.Duration) Option { return func(o *options) { o.reopenCheck = d } }
 
-// withClock and withTailChunk are test seams.
+// withClock, withTailChunk and withAfterFunc are test seams.
 func withClock(now func() time.Time) Option { return func(o *options) { o.now = now } }
 func withTailChunk(n int) Option            { return func(o *options) { o.tailChunk = n } }
+func withAfterFunc(f func(time.Duration, func())) Option {
+	return func(o *options) { o.afterFunc = f }
+}
 
 func buildOptions(name string, opts []Option) options {
 	o := options{name: name, queue: DefaultQueueSize, fsync: FsyncInterval, fsyncInterval: DefaultFsyncInterval,
@@ -198,6 +203,9 @@ func buildOptions(name string, opts []Option) options {
 	if o.tailChunk <= 0 {
 		o.tailChunk = 64 << 10
 	}
+	if o.afterFunc == nil {
+		o.afterFunc = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
+	}
 	return o
 }
 
@@ -215,6 +223,9 @@ type backend interface {
 type hooks struct {
 	fail  func(op string, lost int, err error)
 	wrote func(lines int)
+	// drop counts lines the backend discarded without a failed operation
+	// (a file sink whose file was removed).
+	drop func(lines int, why string)
 }
 
 // Stats are a sink's counters since it opened.
@@ -249,6 +260,7 @@ type Sink struct {
 	written, dropped, errs atomic.Uint64
 	torn                   int64
 	dropLog, errLog        limiter
+	heldWhy                atomic.Pointer[string] // why of the latest drop the log held back
 
 	// Owned by the drain goroutine (or mu in synchronous mode).
 	pendingErr     error
@@ -275,7 +287,12 @@ type item struct {
 const maxBatch = 1024
 
 func (s *Sink) hooks() hooks {
-	return hooks{fail: s.fail, wrote: func(n int) { s.written.Add(uint64(n)) }}
+	return hooks{fail: s.fail, wrote: func(n int) { s.written.Add(uint64(n)) },
+		drop: func(n int, why string) {
+			if n > 0 {
+				s.drop(uint64(n), why)
+			}
+		}}
 }
 
 // newSink wires be to the sink through attach before the drain goroutine
@@ -473,6 +490,7 @@ func (s *Sink) Close() error {
 			s.fail(OpClose, 0, cerr)
 			err = errors.Join(err, fmt.Errorf("audit: %s: close: %w", s.o.name, cerr))
 		}
+		s.logDropsNow()
 		return err
 	}
 	s.gate.Lock()
@@ -485,6 +503,7 @@ func (s *Sink) Close() error {
 	s.gate.Unlock()
 	s.q <- item{kind: kindClose} // the drain goroutine is alive until it takes this
 	<-s.done
+	s.logDropsNow()
 	return s.closeErr
 }
 
@@ -582,15 +601,12 @@ func (s *Sink) fail(op string, lost int, err error) {
 		s.o.reporter.SinkError(s.o.name, op)
 	}
 	if lost > 0 {
-		s.dropped.Add(uint64(lost))
-		if s.o.reporter != nil {
-			s.o.reporter.RecordsDropped(s.o.name, uint64(lost))
-		}
+		s.drop(uint64(lost), op+" failed")
 	}
 	if s.pendingErr == nil {
 		s.pendingErr = fmt.Errorf("audit: %s: %s: %w", s.o.name, op, err)
 	}
-	if n, ok := s.errLog.allow(s.o.now()); ok {
+	if n, ok := s.errLog.allow(s.o.now(), 1); ok {
 		s.o.logger.Error("audit record sink failing", "sink", s.o.name, "op", op, "error", err.Error(), "failures", n, "records_lost", lost)
 	}
 }
@@ -603,19 +619,75 @@ func (s *Sink) encodeFailed(err error) {
 		s.o.reporter.SinkError(s.o.name, OpEncode)
 	}
 	s.drop(1, "record could not be encoded")
-	if n, ok := s.errLog.allow(s.o.now()); ok {
+	if n, ok := s.errLog.allow(s.o.now(), 1); ok {
 		s.o.logger.Error("audit record sink failing", "sink", s.o.name, "op", OpEncode, "error", fmt.Sprintf("%T", err), "failures", n)
 	}
 }
 
+// drop counts n records that will never be written. Its log line says how
+// many were dropped since the previous line; drops the rate limit held
+// back get a line of their own when the interval ends (and at Close), so
+// that the lines add up to the counter even when a burst stops inside an
+// interval.
 func (s *Sink) drop(n uint64, why string) {
 	s.dropped.Add(n)
 	if s.o.reporter != nil {
 		s.o.reporter.RecordsDropped(s.o.name, n)
 	}
-	if c, ok := s.dropLog.allow(s.o.now()); ok {
-		s.o.logger.Warn("audit records dropped", "sink", s.o.name, "why", why, "dropped", c, "dropped_total", s.dropped.Load())
+	now := s.o.now()
+	if c, ok := s.dropLog.allow(now, n); ok {
+		s.logDrops(why, c)
+		return
 	}
+	if p := s.heldWhy.Load(); p == nil || *p != why {
+		w := why // allocated only when the reason changes
+		s.heldWhy.Store(&w)
+	}
+	s.armDropLog(now)
+}
+
+func (s *Sink) logDrops(why string, n uint64) {
+	s.o.logger.Warn("audit records dropped", "sink", s.o.name, "why", why, "dropped", n, "dropped_total", s.dropped.Load())
+}
+
+// armDropLog schedules the line for held-back drops at the end of the
+// interval, unless one is scheduled already.
+func (s *Sink) armDropLog(now time.Time) {
+	if d, ok := s.dropLog.arm(now); ok {
+		s.o.afterFunc(d, s.logHeldDrops)
+	}
+}
+
+// logHeldDrops is the line armDropLog scheduled.
+func (s *Sink) logHeldDrops() {
+	s.dropLog.armed.Store(false)
+	if s.dropLog.pending.Load() == 0 {
+		return // a line since took them
+	}
+	now := s.o.now()
+	if c, ok := s.dropLog.allow(now, 0); ok {
+		if c > 0 {
+			s.logDrops(s.heldReason(), c)
+		}
+		return
+	}
+	s.armDropLog(now) // a line went out meanwhile: wait for its interval
+}
+
+// logDropsNow logs the held-back drops at once, for Close: a process that
+// exits next would never run the scheduled line.
+func (s *Sink) logDropsNow() {
+	if c := s.dropLog.pending.Swap(0); c > 0 {
+		s.dropLog.last.Store(s.o.now().UnixNano())
+		s.logDrops(s.heldReason(), c)
+	}
+}
+
+func (s *Sink) heldReason() string {
+	if p := s.heldWhy.Load(); p != nil {
+		return *p
+	}
+	return "unknown"
 }
 
 // limiter lets one log line through per interval and counts the events in
@@ -624,12 +696,14 @@ type limiter struct {
 	every   time.Duration
 	last    atomic.Int64 // UnixNano of the last line; 0 before the first
 	pending atomic.Uint64
+	armed   atomic.Bool // a line for the held-back events is scheduled
 }
 
-// allow records one event and reports whether to log now, with the number
-// of events the line stands for.
-func (l *limiter) allow(now time.Time) (uint64, bool) {
-	l.pending.Add(1)
+// allow records n events and reports whether to log now, with the number
+// of events the line stands for: n and those held back since the previous
+// line.
+func (l *limiter) allow(now time.Time, n uint64) (uint64, bool) {
+	l.pending.Add(n)
 	t := now.UnixNano()
 	last := l.last.Load()
 	if last != 0 && t-last < int64(l.every) {
@@ -639,6 +713,17 @@ func (l *limiter) allow(now time.Time) (uint64, bool) {
 		return 0, false
 	}
 	return l.pending.Swap(0), true
+}
+
+// arm claims the one scheduled line for held-back events and returns how
+// long until the current interval ends; false when a line is scheduled
+// already.
+func (l *limiter) arm(now time.Time) (time.Duration, bool) {
+	if !l.armed.CompareAndSwap(false, true) {
+		return 0, false
+	}
+	d := time.Duration(l.last.Load() + int64(l.every) - now.UnixNano())
+	return min(max(d, 0), l.every), true // bounded should the clock jump
 }
 
 // encode marshals r as one line. HTML escaping is off: the lines are read

@@ -360,20 +360,23 @@ func TestEncodeFailureCounted(t *testing.T) {
 func TestLimiter(t *testing.T) {
 	l := limiter{every: time.Second}
 	t0 := time.Unix(100, 0)
+	// in: the events of one call (a failed write loses several records at
+	// once); n: what the line reports, those held back included.
 	steps := []struct {
 		at   time.Duration
+		in   uint64
 		n    uint64
 		logs bool
 	}{
-		{0, 1, true},
-		{100 * time.Millisecond, 0, false},
-		{999 * time.Millisecond, 0, false},
-		{time.Second, 3, true},
-		{1500 * time.Millisecond, 0, false},
-		{10 * time.Second, 2, true},
+		{0, 1, 1, true},
+		{100 * time.Millisecond, 5, 0, false},
+		{999 * time.Millisecond, 1, 0, false},
+		{time.Second, 2, 8, true},
+		{1500 * time.Millisecond, 1, 0, false},
+		{10 * time.Second, 1, 2, true},
 	}
 	for i, s := range steps {
-		n, ok := l.allow(t0.Add(s.at))
+		n, ok := l.allow(t0.Add(s.at), s.in)
 		if ok != s.logs || n != s.n {
 			t.Errorf("step %d: allow = %d, %v; want %d, %v", i, n, ok, s.n, s.logs)
 		}

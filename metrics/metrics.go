@@ -17,14 +17,14 @@
 //
 // # Metrics
 //
-//	hooksproxy_decisions_total{point,decision,mode,liftable,reason} counter (reason "none" for allow)
+//	hooksproxy_decisions_total{point,decision,mode,liftable,reason} counter (reason "none" for allow; allows start at 0 for every point and mode)
 //	hooksproxy_denials_total{point,mode,reason,binding}           counter
 //	hooksproxy_host_errors_total{point,reason}                    counter (fail-closed: a host error that blocked its action, so not one evaluate_only let through; starts at 0 for every reserved reason)
-//	hooksproxy_fold_truncated_total{point}                        counter
+//	hooksproxy_fold_truncated_total{point}                        counter (starts at 0 for every point)
 //	hooksproxy_approvals_total{point,outcome,resolved_by}         counter (outcome approve|reject|unresolved|cancelled|failed; resolved_by approval|rejection)
-//	hooksproxy_emission_duration_seconds{point}                   histogram
-//	hooksproxy_interceptor_duration_seconds{binding,point}        histogram
-//	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter
+//	hooksproxy_emission_duration_seconds{point}                   histogram (starts empty for every point)
+//	hooksproxy_interceptor_duration_seconds{binding,point}        histogram (starts empty for each loaded binding and point)
+//	hooksproxy_interceptor_verdicts_total{binding,point,decision} counter (starts at 0 for each loaded binding, point and decision)
 //	hooksproxy_interceptor_failures_total{binding,point,reason}   counter (starts at 0 for each loaded binding, point and failure reason)
 //	hooksproxy_records_dropped_total{sink}                        counter
 //	hooksproxy_record_sink_errors_total{sink,op}                  counter
@@ -230,6 +230,18 @@ func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
 			m.hostErrors.WithLabelValues(string(p), r)
 		}
 	}
+	// The per-point series whose labels are all known before any traffic:
+	// fold truncations (HooksproxyFoldTruncatedRateHigh takes their rate),
+	// emission latency and allows, whose reason is always none. A deny's
+	// or a transform's reason comes from policy, so those series start
+	// with their first decision rather than as guesses.
+	for _, p := range points.AllPoints() {
+		m.foldTruncated.WithLabelValues(string(p))
+		m.emissionDuration.WithLabelValues(string(p))
+		for _, mode := range []points.Mode{points.Enforce, points.EvaluateOnly} {
+			m.decisions.WithLabelValues(string(p), string(points.DecisionAllow), string(mode), "false", None)
+		}
+	}
 	for _, r := range []string{"success", "failure"} {
 		m.configReloads.WithLabelValues(r)
 	}
@@ -327,10 +339,11 @@ var failureReasons = []points.Reason{points.ReasonInterceptorFailed, points.Reas
 // reasons their verdicts carry (the built-in kinds).
 type reasonLister interface{ Reasons() []string }
 
-// BindingsLoaded starts the failure counters of the bindings a loaded
-// configuration dispatches at zero, at each point they apply to, so that
-// an alert on increase() sees a binding's first failure: a series that
-// appears with the value 1 has no increase to show.
+// BindingsLoaded starts the failure and verdict counters and the latency
+// histogram of the bindings a loaded configuration dispatches at zero, at
+// each point they apply to, so that an alert on increase() sees a
+// binding's first failure: a series that appears with the value 1 has no
+// increase to show.
 func (m *Metrics) BindingsLoaded(bs []points.Binding) {
 	if m == nil {
 		return
@@ -349,8 +362,13 @@ func (m *Metrics) BindingsLoaded(bs []points.Binding) {
 			at = points.AllPoints()
 		}
 		for _, p := range at {
+			pl := pointLabel(p)
 			for _, r := range failureReasons {
-				m.interceptorFailures.WithLabelValues(name, pointLabel(p), m.reasonLabel(string(r)))
+				m.interceptorFailures.WithLabelValues(name, pl, m.reasonLabel(string(r)))
+			}
+			m.interceptorDuration.WithLabelValues(name, pl)
+			for _, d := range []points.Decision{points.DecisionAllow, points.DecisionDeny, points.DecisionTransform} {
+				m.interceptorVerdicts.WithLabelValues(name, pl, string(d))
 			}
 		}
 	}

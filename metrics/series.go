@@ -44,8 +44,8 @@ func (c *seriesCache[K, V]) get(k K, resolve func(K) (V, bool)) (V, bool) {
 
 // interceptorKey identifies an interceptor call's series before labelling:
 // a binding name maps to the same label for the life of the process, since
-// capSet only grows. The decision is part of the key so that a verdict
-// series appears only once that verdict happened.
+// capSet only grows. The decision is part of the key as each decision has
+// its own verdict counter (a loaded binding's start at zero).
 type interceptorKey struct {
 	name     string
 	point    points.Point
