@@ -96,14 +96,27 @@ func newHMAC(name string, cfg json.RawMessage, getenv func(string) string) (poin
 	}
 	env := gjson.GetBytes(cfg, "key_env").Str
 	if env == "" {
-		return nil, fmt.Errorf("config.key_env: required (the env var holding the HMAC key)")
+		return nil, keyEnvError("required (the env var holding the HMAC key)")
+	}
+	if !config.IsEnvName(env) {
+		// Likely the key itself pasted in: never echoed.
+		return nil, keyEnvError(config.NotEnvName)
 	}
 	key := getenv(env)
 	if key == "" {
-		return nil, fmt.Errorf("config.key_env: env var %s is unset or empty", env)
+		return nil, keyEnvError(fmt.Sprintf("env var %s is unset or empty", env))
 	}
 	return points.HMACSHA256(name[len(prefix):], []byte(key))
 }
+
+// keyEnvError is a problem with config.key_env; as a config.MemberError
+// it is reported at that member's line, not the provider's.
+type keyEnvError string
+
+func (e keyEnvError) Error() string { return "config.key_env: " + string(e) }
+
+// MemberPath implements config.MemberError.
+func (e keyEnvError) MemberPath() string { return "config.key_env" }
 
 // Getenv reads the process environment; it is the default Env.Getenv.
 func Getenv(k string) string { return os.Getenv(k) }

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/hooksproxy/hooksproxy/internal/urlcheck"
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -109,19 +111,57 @@ type Decision struct {
 	ContextIdentity   *string
 	Note              string
 	At                time.Time
+	// SessionID is the session.id of the context presented for approval
+	// ("" when it has none).
+	SessionID string
 }
+
+// Failure classes of the console resolver: what its errors' FailureClass
+// says (points.FailureClasser), payload-free, so that operators and
+// clients can tell a timeout from a full queue.
+const (
+	ClassTimedOut      = "approval timed out"
+	ClassCancelled     = "approval cancelled"
+	ClassQueueFull     = "approval queue full"
+	ClassClosed        = "approval console closed"
+	ClassUnpresentable = "approval request unpresentable"
+)
 
 // resolverError is a console or webhook resolver failure; its text (a
 // bound, a timeout, a status, a transport error) holds no payload, so the
-// host logs it as the cause, without any URL (points.FailureCauser).
-type resolverError struct{ err error }
+// host logs it as the cause, without any URL (points.FailureCauser), and
+// its class may go to records and clients (points.FailureClasser).
+type resolverError struct {
+	class string
+	err   error
+}
 
 func (e *resolverError) Error() string        { return e.err.Error() }
 func (e *resolverError) Unwrap() error        { return e.err }
 func (e *resolverError) FailureCause() string { return urlcheck.ErrorWithoutURL(e.err) }
 
-func resolverFail(format string, args ...any) error {
-	return &resolverError{fmt.Errorf(format, args...)}
+// FailureClass implements points.FailureClasser.
+func (e *resolverError) FailureClass() string { return e.class }
+
+func resolverFail(class, format string, args ...any) error {
+	return &resolverError{class: class, err: fmt.Errorf(format, args...)}
+}
+
+// ResolverFailure marks err as a resolver failure of class (one of the
+// Class constants, or another payload-free phrase) for a resolver built on
+// a Console: the host logs err's text as the cause and may show class to
+// the client. err's text must hold no payload (no context, no verdict).
+// errors.Is and errors.As see err through it.
+func ResolverFailure(class string, err error) error {
+	return &resolverError{class: class, err: err}
+}
+
+// ctxClass is the class of a wait ended by ctx.
+func ctxClass(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return ClassTimedOut
+	}
+	return ClassCancelled
 }
 
 // tombstone remembers how a recent approval left the queue, so that a
@@ -140,8 +180,11 @@ type waitResult struct {
 
 type entry struct {
 	Approval
-	seq  uint64
-	done chan waitResult // buffered 1; written once, under the lock
+	// session is the context's session.id, for the decision's log line
+	// (an identifier, not payload).
+	session string
+	seq     uint64
+	done    chan waitResult // buffered 1; written once, under the lock
 }
 
 // Console is the hooksproxy.console resolver: each Resolve queues a pending
@@ -194,10 +237,10 @@ func NewConsole(opts ConsoleOptions) *Console {
 // the approval is removed from the queue and the error wraps ctx.Err().
 func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (points.ApprovalResolution, error) {
 	if err := ctx.Err(); err != nil {
-		return points.ApprovalResolution{}, fmt.Errorf("approvals: before queueing: %w", err)
+		return points.ApprovalResolution{}, resolverFail(ctxClass(err), "approvals: before queueing: %w", err)
 	}
 	if !points.ValidJSON(req.Context) {
-		return points.ApprovalResolution{}, fmt.Errorf("%w: context is not JSON", ErrBadRequest)
+		return points.ApprovalResolution{}, resolverFail(ClassUnpresentable, "%w: context is not JSON", ErrBadRequest)
 	}
 	e := &entry{
 		Approval: Approval{
@@ -212,19 +255,20 @@ func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 			ContextIdentity: cloneStr(req.ContextIdentity),
 			Context:         append(json.RawMessage(nil), req.Context...),
 		},
-		done: make(chan waitResult, 1),
+		session: gjson.GetBytes(req.Context, "session.id").String(),
+		done:    make(chan waitResult, 1),
 	}
 	c.mu.Lock()
 	switch {
 	case c.closed:
 		c.mu.Unlock()
-		return points.ApprovalResolution{}, resolverFail("%w", ErrClosed)
+		return points.ApprovalResolution{}, resolverFail(ClassClosed, "%w", ErrClosed)
 	case len(c.pending) >= c.max:
 		c.mu.Unlock()
-		return points.ApprovalResolution{}, resolverFail("%w (%d pending)", ErrQueueFull, c.max)
+		return points.ApprovalResolution{}, resolverFail(ClassQueueFull, "%w (%d pending)", ErrQueueFull, c.max)
 	case c.bytes+int64(len(e.Context)) > c.maxBytes:
 		c.mu.Unlock()
-		return points.ApprovalResolution{}, resolverFail("%w (pending contexts at %d bytes)", ErrQueueFull, c.maxBytes)
+		return points.ApprovalResolution{}, resolverFail(ClassQueueFull, "%w (pending contexts at %d bytes)", ErrQueueFull, c.maxBytes)
 	}
 	c.seq++
 	e.seq = c.seq
@@ -255,9 +299,9 @@ func (c *Console) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 	if ctx.Err() != nil {
 		// The caller's bound (the emitter's approval_resolver_ms, or the
 		// request ending): payload-free too, so it is logged as its cause.
-		return points.ApprovalResolution{}, resolverFail("approvals: no decision before the caller's bound: %w", ctx.Err())
+		return points.ApprovalResolution{}, resolverFail(ctxClass(ctx.Err()), "approvals: no decision before the caller's bound: %w", ctx.Err())
 	}
-	return points.ApprovalResolution{}, resolverFail("approvals: no decision within %s: %w", c.timeout, context.DeadlineExceeded)
+	return points.ApprovalResolution{}, resolverFail(ClassTimedOut, "approvals: no decision within %s: %w", c.timeout, context.DeadlineExceeded)
 }
 
 // expire removes a still-pending approval; it reports whether it did.
@@ -328,7 +372,7 @@ func (c *Console) decide(id, outcome string, identity *string, check bool, note 
 	if c.onDecision != nil {
 		c.onDecision(Decision{
 			ID: id, Outcome: outcome, InterceptionPoint: e.InterceptionPoint, Reason: e.Reason,
-			ContextIdentity: cloneStr(e.ContextIdentity), Note: note, At: c.now().UTC(),
+			ContextIdentity: cloneStr(e.ContextIdentity), Note: note, At: c.now().UTC(), SessionID: e.session,
 		})
 	}
 	return nil
@@ -393,7 +437,7 @@ func (c *Console) Close() error {
 		if c.metrics != nil {
 			c.metrics.Decided(OutcomeExpired)
 		}
-		e.done <- waitResult{err: ErrClosed}
+		e.done <- waitResult{err: resolverFail(ClassClosed, "%w", ErrClosed)}
 	}
 	c.notePending()
 	return nil

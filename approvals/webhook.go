@@ -111,7 +111,7 @@ func requestBody(req points.ApprovalRequest) ([]byte, error) {
 func (w *Webhook) Resolve(ctx context.Context, req points.ApprovalRequest) (points.ApprovalResolution, error) {
 	body, err := requestBody(req)
 	if err != nil {
-		return points.ApprovalResolution{}, resolverFail("%w: %w", ErrWebhook, err)
+		return points.ApprovalResolution{}, resolverFail("webhook request could not be built", "%w: %w", ErrWebhook, err)
 	}
 	if w.timeout > 0 {
 		var cancel context.CancelFunc
@@ -120,7 +120,7 @@ func (w *Webhook) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
-		return points.ApprovalResolution{}, resolverFail("%w: building request: %w", ErrWebhook, err)
+		return points.ApprovalResolution{}, resolverFail("webhook request could not be built", "%w: building request: %w", ErrWebhook, err)
 	}
 	for k, v := range w.headers {
 		hr.Header[k] = v
@@ -129,20 +129,29 @@ func (w *Webhook) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 	hr.Header.Set("Accept", "application/json")
 	resp, err := w.client.Do(hr)
 	if err != nil {
-		return points.ApprovalResolution{}, resolverFail("%w: %w", ErrWebhook, err)
+		return points.ApprovalResolution{}, resolverFail(webhookTransportClass(err), "%w: %w", ErrWebhook, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxWebhookAnswer+1))
 	if err != nil {
-		return points.ApprovalResolution{}, resolverFail("%w: reading answer: %w", ErrWebhook, err)
+		return points.ApprovalResolution{}, resolverFail("webhook answer could not be read", "%w: reading answer: %w", ErrWebhook, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return points.ApprovalResolution{}, resolverFail("%w: status %d", ErrWebhook, resp.StatusCode)
+		return points.ApprovalResolution{}, resolverFail(fmt.Sprintf("webhook answered status %d", resp.StatusCode), "%w: status %d", ErrWebhook, resp.StatusCode)
 	}
 	if len(data) > MaxWebhookAnswer {
-		return points.ApprovalResolution{}, resolverFail("%w: answer exceeds %d bytes", ErrWebhook, MaxWebhookAnswer)
+		return points.ApprovalResolution{}, resolverFail(fmt.Sprintf("webhook answer exceeds %d bytes", MaxWebhookAnswer), "%w: answer exceeds %d bytes", ErrWebhook, MaxWebhookAnswer)
 	}
 	return parseResolution(data, req.ContextIdentity)
+}
+
+// webhookTransportClass names a failed call without its URL or address,
+// as the webhook interceptor does.
+func webhookTransportClass(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "webhook call timed out"
+	}
+	return "webhook unreachable"
 }
 
 // parseResolution reads an ApprovalResolution without judging it: the
@@ -156,11 +165,11 @@ func (w *Webhook) Resolve(ctx context.Context, req points.ApprovalRequest) (poin
 func parseResolution(data []byte, requested *string) (points.ApprovalResolution, error) {
 	data = bytes.TrimSpace(data)
 	if !points.ValidJSON(data) {
-		return points.ApprovalResolution{}, resolverFail("%w: answer is not JSON", ErrWebhook)
+		return points.ApprovalResolution{}, resolverFail("webhook answer is not JSON", "%w: answer is not JSON", ErrWebhook)
 	}
 	root := gjson.ParseBytes(data)
 	if !root.IsObject() {
-		return points.ApprovalResolution{}, resolverFail("%w: answer is not a JSON object", ErrWebhook)
+		return points.ApprovalResolution{}, resolverFail("webhook answer is not a JSON object", "%w: answer is not a JSON object", ErrWebhook)
 	}
 	var res points.ApprovalResolution
 	switch o := root.Get("outcome"); o.Type {

@@ -297,6 +297,9 @@ func (u Upstream) key(getenv func(string) string) (value, problem string) {
 // LookupSecret returns the value of the env var a *_env key names; an
 // unset or empty variable is an error, never an empty secret.
 func LookupSecret(env string) (string, error) {
+	if !IsEnvName(env) {
+		return "", errors.New("config: the *_env value " + NotEnvName)
+	}
 	v, ok := os.LookupEnv(env)
 	if !ok || v == "" {
 		return "", fmt.Errorf("config: environment variable %s is not set", env)
@@ -996,13 +999,24 @@ func parseSize(s string) (int64, bool) {
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// NotEnvName is the problem for a value where an environment variable's
+// name belongs (a *_env key, headers_from_env) that is no such name. It
+// never quotes the value: the usual cause is a secret pasted in place of
+// the name, and problems reach terminals and logs.
+const NotEnvName = "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value"
+
+// IsEnvName reports whether s is a valid environment variable name
+// ([A-Za-z_][A-Za-z0-9_]*). A value that is not may be a secret and must
+// not be echoed (see NotEnvName).
+func IsEnvName(s string) bool { return envNameRE.MatchString(s) }
+
 func (p *parser) envName(n *yaml.Node, path string) string {
 	s, ok := p.str(n, path)
 	if !ok {
 		return ""
 	}
-	if !envNameRE.MatchString(s) {
-		p.add(resolveAlias(n).Line, path, "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value")
+	if !IsEnvName(s) {
+		p.add(resolveAlias(n).Line, path, NotEnvName)
 		return ""
 	}
 	return s

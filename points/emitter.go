@@ -724,7 +724,7 @@ func (e *Emitter) call(ctx context.Context, p Point, b Binding, raw []byte) Verd
 			e.cfg.Logger.Debug("interceptor call cancelled", "binding", b.Name, "point", string(p),
 				"request_id", RequestIDFrom(ctx))
 		} else {
-			attrs := []any{"binding", b.Name, "point", string(p), "reason", v.Reason, "detail", v.Message, "request_id", RequestIDFrom(ctx)}
+			attrs := []any{"session", gjson.GetBytes(raw, "session.id").Str, "binding", b.Name, "point", string(p), "reason", v.Reason, "detail", v.Message, "request_id", RequestIDFrom(ctx)}
 			var fc FailureCauser
 			if errors.As(cause, &fc) {
 				// What the class leaves out (a refused connection, a TLS
@@ -1280,7 +1280,7 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 		if e.cfg.Logger != nil && !logged {
 			// A failed consultation fails closed: operators see it here
 			// as well as on the record (its message is payload-free).
-			e.cfg.Logger.Warn("approval failed closed", "point", string(p), "reason", string(r), "detail", msg,
+			e.cfg.Logger.Warn("approval failed closed", "session", gjson.GetBytes(work, "session.id").Str, "point", string(p), "reason", string(r), "detail", msg,
 				"deny_reason", v.Reason, "request_id", RequestIDFrom(ctx))
 		}
 		return hostError(r, msg), false, true
@@ -1296,7 +1296,7 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 		if errors.As(err, &fc) {
 			detail = fc.FailureCause()
 		}
-		e.cfg.Logger.Warn(what, "point", string(p), "reason", v.Reason, "error", detail, "request_id", RequestIDFrom(ctx))
+		e.cfg.Logger.Warn(what, "session", gjson.GetBytes(work, "session.id").Str, "point", string(p), "reason", v.Reason, "error", detail, "request_id", RequestIDFrom(ctx))
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	if e.cfg.ResolverTimeout > 0 {
@@ -1344,7 +1344,15 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 				return hostError(ReasonApprovalResolverFailed, "cancelled"), false, true
 			}
 			logErr("approval resolver failed", a.err)
-			return fail(ReasonApprovalResolverFailed, "approval resolver failed")
+			// A resolver's failure class (timed out, queue full, the
+			// webhook's status) is payload-free by contract and tells
+			// the failures apart on the record and the answer.
+			msg := "approval resolver failed"
+			var fc FailureClasser
+			if errors.As(a.err, &fc) && fc.FailureClass() != "" {
+				msg = fc.FailureClass()
+			}
+			return fail(ReasonApprovalResolverFailed, msg)
 		}
 		res = a.res
 	case <-cctx.Done():

@@ -38,8 +38,9 @@ func TestFailureCauseLogged(t *testing.T) {
 }
 
 // An approval that fails says which check failed in the record's message
-// (payload-free), and the resolver's own error is logged when it declares
-// itself payload-free, by its type otherwise.
+// (payload-free): the resolver's failure class when it has one. The
+// resolver's own error is logged when it declares itself payload-free, by
+// its type otherwise.
 func TestApprovalFailuresExplained(t *testing.T) {
 	esc := []Binding{{Name: "a", Interceptor: InterceptorFunc(func(context.Context, *Context) (Verdict, error) { return Escalate("ask", ""), nil })}}
 	for _, c := range []struct {
@@ -49,7 +50,7 @@ func TestApprovalFailuresExplained(t *testing.T) {
 		reason, msg string
 		log         string
 	}{
-		{"status", ApprovalResolution{}, causedError{"approver", "status 500"}, string(ReasonApprovalResolverFailed), "approval resolver failed", "status 500"},
+		{"status", ApprovalResolution{}, causedError{"webhook answered status 500", "status 500"}, string(ReasonApprovalResolverFailed), "webhook answered status 500", "status 500"},
 		{"opaque error", ApprovalResolution{}, errors.New("SECRET-PAYLOAD"), string(ReasonApprovalResolverFailed), "approval resolver failed", "*errors.errorString"},
 		{"no verdict", ApprovalResolution{Outcome: OutcomeApprove}, nil, string(ReasonApprovalResolverFailed), "the resolution carries no verdict", ""},
 		{"bad outcome", ApprovalResolution{Outcome: "APPROVE"}, nil, string(ReasonApprovalResolverFailed), "the resolution's outcome is not approve, reject or unresolved", ""},

@@ -104,7 +104,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	printDemo(stdout, rt.addr, ln.Addr().String())
-	rt.stopSignals = stop // a second signal ends the demo at once
+	rt.stopSignals, rt.forceSignals = stop, notifyForce // a second signal ends the demo at once
 	return rt.wait(ctx)
 }
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -341,14 +342,25 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hooksproxy:", err)
 		return 1
 	}
+	announce(stdout, stderr, log, strings.EqualFold(c.logFormat, "json"), rt.wiring.recordsToStdout, rt.addr)
+	rt.drainDelay, _ = c.drainDelay() // checked above (c.check)
+	rt.stopSignals, rt.forceSignals = stop, notifyForce
+	return rt.wait(ctx)
+}
+
+// announce says where the proxy listens: a text banner for a person, or,
+// with JSON logs, a log line with the same facts as attributes, so that
+// the log stream stays JSON lines only.
+func announce(stdout, stderr io.Writer, log *slog.Logger, jsonLogs, recordsToStdout bool, addr string) {
+	if jsonLogs {
+		log.Info("hooksproxy listening", "url", "http://"+addr, "openai_base_url", "http://"+addr+"/v1")
+		return
+	}
 	banner := stdout
-	if rt.wiring.recordsToStdout {
+	if recordsToStdout {
 		banner = stderr // stdout carries JSON lines only
 	}
-	fmt.Fprintf(banner, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", rt.addr, rt.addr)
-	rt.drainDelay, _ = c.drainDelay() // checked above (c.check)
-	rt.stopSignals = stop
-	return rt.wait(ctx)
+	fmt.Fprintf(banner, "hooksproxy listening on http://%s (OPENAI_BASE_URL=http://%s/v1)\n", addr, addr)
 }
 
 // runtime is a serving process: listener, HTTP server, app and reload.
@@ -363,9 +375,15 @@ type runtime struct {
 	// drainDelay is how long a shutdown keeps serving with /readyz at 503
 	// before it closes the listener.
 	drainDelay time.Duration
-	// stopSignals, when set, stops catching SIGINT/SIGTERM once a shutdown
-	// began, so a second one ends the process at once.
+	// stopSignals, when set, stops the first SIGINT/SIGTERM's handler once
+	// a shutdown began.
 	stopSignals func()
+	// forceSignals, when set, catches the signals after the first: one of
+	// them ends the shutdown at once, with a log line saying what it
+	// abandons (see forced).
+	forceSignals func() <-chan os.Signal
+	// inFlight counts the requests being served.
+	inFlight atomic.Int64
 }
 
 func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Logger, extra []app.Extra) (*runtime, error) {
@@ -413,6 +431,7 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 		// the proxy's Close, before their sessions end.
 		BaseContext: a.Server.BaseContext}
 	rt := &runtime{addr: ln.Addr().String(), app: a, hs: hs, done: make(chan error, 1), log: log, wiring: wiring}
+	hs.Handler = rt.countRequests(a.Server)
 	a.Server.Start()
 	wctx, cancel := context.WithCancel(ctx)
 	rt.stop = cancel
@@ -440,7 +459,8 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 }
 
 // wait serves until ctx ends, then shuts down gracefully: in-flight requests
-// finish, then open sessions get agent_shutdown{cancelled}.
+// finish, then open sessions get agent_shutdown{cancelled}. A further
+// signal (forceSignals) during the shutdown ends it at once, saying so.
 func (rt *runtime) wait(ctx context.Context) int {
 	select {
 	case err := <-rt.done:
@@ -449,6 +469,12 @@ func (rt *runtime) wait(ctx context.Context) int {
 			return 1
 		}
 	case <-ctx.Done():
+		var force <-chan os.Signal
+		if rt.forceSignals != nil {
+			// Caught before the first signal's handler stops, so a second
+			// one is never left to its default action (a silent exit).
+			force = rt.forceSignals()
+		}
 		if rt.stopSignals != nil {
 			rt.stopSignals()
 		}
@@ -461,8 +487,12 @@ func (rt *runtime) wait(ctx context.Context) int {
 		}
 		if rt.drainDelay > 0 {
 			rt.log.Info("shutting down: /readyz answers 503; serving on until the listener closes (a second signal ends the process now)", "delay", rt.drainDelay.String())
+			t := time.NewTimer(rt.drainDelay)
+			defer t.Stop()
 			select {
-			case <-time.After(rt.drainDelay):
+			case <-t.C:
+			case sig := <-force:
+				return rt.forced(sig)
 			case err := <-rt.done:
 				if err != nil && !errors.Is(err, http.ErrServerClosed) {
 					rt.log.Error("server failed", "error", err)
@@ -473,7 +503,21 @@ func (rt *runtime) wait(ctx context.Context) int {
 				}
 			}
 		}
+		finished := make(chan int, 1)
+		go func() { finished <- rt.shutdown() }()
+		select {
+		case code := <-finished:
+			return code
+		case sig := <-force:
+			return rt.forced(sig)
+		}
 	}
+	return rt.shutdown()
+}
+
+// shutdown closes the listener, lets requests in flight finish (up to
+// 30s), ends open sessions and drains the record sinks.
+func (rt *runtime) shutdown() int {
 	rt.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -482,4 +526,33 @@ func (rt *runtime) wait(ctx context.Context) int {
 	rt.wiring.close()
 	rt.log.Info("hooksproxy stopped")
 	return 0
+}
+
+// forced logs a shutdown cut short by sig, with what it leaves behind,
+// and returns the exit status: 128+signal, as a shell reports a process
+// the signal ended.
+func (rt *runtime) forced(sig os.Signal) int {
+	rt.log.Error("forced exit: a second signal ended the shutdown; requests in flight are cut, open sessions get no agent_shutdown record, held streams are dropped and records still queued are lost",
+		"signal", sig.String(), "requests_in_flight", rt.inFlight.Load(), "sessions", rt.app.Server.Sessions(), "held_streams", rt.wiring.held.Load())
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return 1
+}
+
+// notifyForce catches SIGINT and SIGTERM on a channel of its own: a
+// runtime's forceSignals in a process that owns its signals.
+func notifyForce() <-chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch
+}
+
+// countRequests counts the requests h is serving in rt.inFlight.
+func (rt *runtime) countRequests(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt.inFlight.Add(1)
+		defer rt.inFlight.Add(-1)
+		h.ServeHTTP(w, r)
+	})
 }

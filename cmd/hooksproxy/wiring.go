@@ -39,6 +39,10 @@ type wiring struct {
 	// nothing else may be printed there (the banner goes to stderr).
 	recordsToStdout bool
 
+	// held counts the streams the proxy holds back now, for the forced
+	// exit's log line (the metrics gauge cannot be read back).
+	held atomic.Int64
+
 	mu      sync.Mutex
 	console *approvals.Console       // the one approval queue (see queue)
 	pending map[string]*atomic.Int64 // per console resolver name (see pendingFor)
@@ -83,12 +87,24 @@ func (w *wiring) openSinks(cfg *config.Config) error {
 }
 
 func (w *wiring) options(log *slog.Logger) app.Options {
-	o := app.Options{Logger: log, Observer: w.metrics, ProxyMetrics: w.metrics, OnReload: func(ok bool, _ error) { w.metrics.ConfigReload(ok) }}
+	o := app.Options{Logger: log, Observer: w.metrics, ProxyMetrics: heldCounter{w.metrics, &w.held}, OnReload: func(ok bool, _ error) { w.metrics.ConfigReload(ok) }}
 	if w.sink != nil {
 		o.Sink = w.sink
 	}
 	o.Unready = w.unready
 	return o
+}
+
+// heldCounter is the proxy's metrics, counting held streams on the side.
+type heldCounter struct {
+	*metrics.Metrics
+	n *atomic.Int64
+}
+
+// HeldStreams implements proxy.Metrics.
+func (h heldCounter) HeldStreams(delta int) {
+	h.n.Add(int64(delta))
+	h.Metrics.HeldStreams(delta)
 }
 
 // unready is why /readyz should answer 503: a record file whose
@@ -134,7 +150,7 @@ func (w *wiring) logDecision(d approvals.Decision) {
 	if d.ContextIdentity != nil {
 		ident = *d.ContextIdentity
 	}
-	w.log.Info("approval decided", "id", d.ID, "outcome", d.Outcome, "point", string(d.InterceptionPoint),
+	w.log.Info("approval decided", "session", d.SessionID, "id", d.ID, "outcome", d.Outcome, "point", string(d.InterceptionPoint),
 		"reason", d.Reason, "context_identity", ident, "note", d.Note)
 }
 
@@ -208,12 +224,15 @@ func (r *consoleResolver) ResolverTimeout() time.Duration { return r.timeout }
 // the emitter answers with host_error:approval_resolver_failed (§9: a
 // resolver that times out).
 func (r *consoleResolver) Resolve(ctx context.Context, req points.ApprovalRequest) (points.ApprovalResolution, error) {
+	// Each failure carries a payload-free class and cause, so the log and
+	// the record say which bound ended the wait.
 	if r.q == nil {
-		return points.ApprovalResolution{}, approvals.ErrClosed
+		return points.ApprovalResolution{}, approvals.ResolverFailure(approvals.ClassClosed, approvals.ErrClosed)
 	}
 	if n := r.pending.Add(1); n > r.max {
 		r.pending.Add(-1)
-		return points.ApprovalResolution{}, fmt.Errorf("%w (resolver %q: %d pending)", approvals.ErrQueueFull, r.name, r.max)
+		return points.ApprovalResolution{}, approvals.ResolverFailure(approvals.ClassQueueFull,
+			fmt.Errorf("%w (resolver %q: max_pending %d reached)", approvals.ErrQueueFull, r.name, r.max))
 	}
 	defer r.pending.Add(-1)
 	wctx := ctx
@@ -224,7 +243,8 @@ func (r *consoleResolver) Resolve(ctx context.Context, req points.ApprovalReques
 	}
 	res, err := r.q.Resolve(wctx, req)
 	if err != nil && ctx.Err() == nil && wctx.Err() != nil {
-		err = fmt.Errorf("approvals: resolver %q: no decision within its timeout %s: %w", r.name, r.timeout, context.DeadlineExceeded)
+		err = approvals.ResolverFailure(approvals.ClassTimedOut,
+			fmt.Errorf("approvals: resolver %q: no decision within its timeout %s: %w", r.name, r.timeout, context.DeadlineExceeded))
 	}
 	return res, err
 }

@@ -1,0 +1,30 @@
+package interceptors
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// A headers_from_env value that is no env var name (usually the header
+// value itself, a token, pasted in) is refused without echoing it; a
+// valid name that is unset is named.
+func TestWebhookHeaderEnvNameNotEchoed(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+	}{
+		{"Bearer sk-proj-SECRETMARKxxxxxxxx", notEnvName},
+		{"SECRETMARK/abc+def=", notEnvName},
+		{"", notEnvName},
+		{"NOPE_UNSET", "environment variable NOPE_UNSET is not set"},
+	} {
+		cfg, _ := json.Marshal(map[string]any{"url": "http://127.0.0.1:1/v", "headers_from_env": map[string]string{"Authorization": tc.name}})
+		_, err := kind(t, KindWebhook).New("w", cfg, Env{Getenv: func(string) string { return "" }})
+		if err == nil || !strings.Contains(err.Error(), "config.headers_from_env.Authorization: "+tc.want) {
+			t.Errorf("%q: %v, want %q", tc.name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRETMARK") {
+			t.Errorf("%q: the error echoes the value: %v", tc.name, err)
+		}
+	}
+}
