@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"github.com/hooksproxy/hooksproxy/internal/urlcheck"
 )
 
@@ -246,10 +247,10 @@ func parseWebhookConfig(cfg []byte) (webhookConfig, error) {
 				switch {
 				case !validHeaderName(k.Str):
 					ps = append(ps, cfgErr(p, "invalid header name"))
-				case v.Type != gjson.String || !isEnvName(v.Str):
+				case v.Type != gjson.String || !envname.Valid(v.Str):
 					// Most often the header value itself (a token) pasted
 					// where the variable's name belongs: never echoed.
-					ps = append(ps, cfgErr(p, "%s", notEnvName))
+					ps = append(ps, cfgErr(p, "%s", envname.Problem))
 				default:
 					if _, dup := w.headers[k.Str]; dup {
 						ps = append(ps, cfgErr(p, "duplicate key"))
@@ -282,27 +283,6 @@ func validHeaderName(s string) bool {
 		default:
 			return false
 		}
-	}
-	return true
-}
-
-// notEnvName is config.NotEnvName, the problem every env-var-name field
-// reports for a value that is no such name (this package may not import
-// config; TestEnvNameRuleMatchesConfig in app pins the two together).
-const notEnvName = "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value"
-
-// isEnvName reports whether s is a valid environment variable name,
-// [A-Za-z_][A-Za-z0-9_]* (config.IsEnvName).
-func isEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
-			continue
-		}
-		return false
 	}
 	return true
 }

@@ -22,6 +22,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -997,18 +998,16 @@ func parseSize(s string) (int64, bool) {
 	return n * mult, true
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
 // NotEnvName is the problem for a value where an environment variable's
 // name belongs (a *_env key, headers_from_env) that is no such name. It
 // never quotes the value: the usual cause is a secret pasted in place of
 // the name, and problems reach terminals and logs.
-const NotEnvName = "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value"
+const NotEnvName = envname.Problem
 
 // IsEnvName reports whether s is a valid environment variable name
 // ([A-Za-z_][A-Za-z0-9_]*). A value that is not may be a secret and must
 // not be echoed (see NotEnvName).
-func IsEnvName(s string) bool { return envNameRE.MatchString(s) }
+func IsEnvName(s string) bool { return envname.Valid(s) }
 
 func (p *parser) envName(n *yaml.Node, path string) string {
 	s, ok := p.str(n, path)

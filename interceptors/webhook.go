@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"github.com/hooksproxy/hooksproxy/internal/urlcheck"
 	"github.com/hooksproxy/hooksproxy/points"
 )
@@ -86,10 +87,10 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 			continue
 		}
 		name := c.HeadersFromEnv[h]
-		if !isEnvName(name) {
+		if !envname.Valid(name) {
 			// Most often the header value itself (a token) pasted where
 			// the variable's name belongs: never echoed.
-			ps.add(cfgErr(at, "%s", notEnvName))
+			ps.add(cfgErr(at, "%s", envname.Problem))
 			continue
 		}
 		v := env.Getenv(name)
@@ -114,27 +115,6 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 	cl.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	w.client = &cl
 	return w, nil
-}
-
-// notEnvName is config.NotEnvName, the problem every env-var-name field
-// reports for a value that is no such name (this package may not import
-// config; TestEnvNameRuleMatchesConfig in app pins the two together).
-const notEnvName = "must name an environment variable ([A-Za-z_][A-Za-z0-9_]*), not hold a value"
-
-// isEnvName reports whether s is a valid environment variable name,
-// [A-Za-z_][A-Za-z0-9_]* (config.IsEnvName).
-func isEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && '0' <= c && c <= '9' {
-			continue
-		}
-		return false
-	}
-	return true
 }
 
 // validHeaderName reports whether s is an RFC 9110 token.

@@ -2,6 +2,7 @@ package interceptors
 
 import (
 	"encoding/json"
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"strings"
 	"testing"
 )
@@ -13,9 +14,9 @@ func TestWebhookHeaderEnvNameNotEchoed(t *testing.T) {
 	for _, tc := range []struct {
 		name, want string
 	}{
-		{"Bearer sk-proj-SECRETMARKxxxxxxxx", notEnvName},
-		{"SECRETMARK/abc+def=", notEnvName},
-		{"", notEnvName},
+		{"Bearer sk-proj-SECRETMARKxxxxxxxx", envname.Problem},
+		{"SECRETMARK/abc+def=", envname.Problem},
+		{"", envname.Problem},
 		{"NOPE_UNSET", "environment variable NOPE_UNSET is not set"},
 	} {
 		cfg, _ := json.Marshal(map[string]any{"url": "http://127.0.0.1:1/v", "headers_from_env": map[string]string{"Authorization": tc.name}})
