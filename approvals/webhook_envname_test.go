@@ -2,9 +2,10 @@ package approvals
 
 import (
 	"encoding/json"
-	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"strings"
 	"testing"
+
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 )
 
 // As for the webhook kind: a headers_from_env value that is no env var

@@ -2,9 +2,10 @@ package interceptors
 
 import (
 	"encoding/json"
-	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"strings"
 	"testing"
+
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 )
 
 // A headers_from_env value that is no env var name (usually the header
