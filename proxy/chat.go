@@ -1241,7 +1241,11 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		rn.overBudget(mc)
 		return
 	}
-	s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", err)
+	if !upstreamAtFault(err) {
+		// The upstream's own failures are logged as refused answers
+		// below, as a json answer's are.
+		s.log.Warn("stream could not be assembled", "session", sess.ps.ID(), "request_id", rn.requestID(), "error", err)
+	}
 	var upErr *UpstreamStreamError
 	var chunkErr *ChunkError
 	switch {
@@ -1249,6 +1253,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		// The upstream failed inside its 200 stream: an upstream
 		// error, not model output and not a host failure. Nothing
 		// of the stream is released; its error is passed on.
+		rn.logRefused("upstream sent an error inside its 200 stream (its message is passed to the client, not logged)", upErr.code(), err)
 		msg := s.mask.string(upErr.Message)
 		if msg == "" {
 			msg = "upstream reported an error inside the stream"
@@ -1256,8 +1261,10 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, s.mask.code(upErr.code()))
 		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
+		rn.logRefused("upstream timed out during its stream", "upstream_unavailable", err)
 		rn.streamBroken("upstream timed out during its stream", "upstream_unavailable")
 	case streamBroke(err):
+		rn.logRefused("upstream stream ended before data: [DONE]", "upstream_stream_incomplete", err)
 		rn.streamBroken("upstream stream ended before data: [DONE]", "upstream_stream_incomplete")
 	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonUnsupportedTool:
 		// Well formed, but a tool no point can judge: fail closed as a
@@ -1273,6 +1280,7 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		if errors.As(err, &chunkErr) && chunkErr.Reason != "" && !strings.ContainsAny(chunkErr.Reason, "\"\\") {
 			why = " (" + chunkErr.Reason + ")"
 		}
+		rn.logRefused("upstream stream is not a chat completion stream", "upstream_invalid_response", err)
 		writeError(w, http.StatusBadGateway, "upstream_error", "upstream stream is not a chat completion stream"+why+"; nothing of it was released", "upstream_invalid_response")
 		rn.upstreamFailed()
 	case errors.Is(err, ErrBufferLimit):

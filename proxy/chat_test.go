@@ -573,3 +573,23 @@ func TestStreamUpstreamKeepsBodyOpen(t *testing.T) {
 		t.Fatalf("status %d body %s", resp.StatusCode, b)
 	}
 }
+
+// A host API /end for a session that is not open is a refusal before any
+// emission, counted as the host API's other refusals are.
+func TestEndOfUnknownSessionIsCounted(t *testing.T) {
+	up, _ := upstream(t, plainCompletion, false, 0)
+	p := newProxy(t, up.URL, allowAll())
+	refused := &refusals{}
+	p.srv.opts.Metrics = refused
+	resp, err := http.Post(p.URL+"/agent-hooks/v1/sessions/nosuch/end", "application/json", strings.NewReader(`{"reason":"completed"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	refused.mu.Lock()
+	defer refused.mu.Unlock()
+	if resp.StatusCode != http.StatusNotFound || gjson.GetBytes(b, "error.code").Str != "session_not_found" || !slices.Equal(refused.codes, []string{"session_not_found"}) {
+		t.Fatalf("%d %s; refusals %v", resp.StatusCode, b, refused.codes)
+	}
+}

@@ -453,7 +453,7 @@ func (s *Server) hostEnd(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusAccepted, map[string]any{"ended": true, "pending": true})
 			return
 		}
-		writeError(w, http.StatusNotFound, "invalid_request_error", "no open session with that id", "session_not_found")
+		s.refuse(w, http.StatusNotFound, "no open session with that id", "session_not_found")
 		return
 	}
 	if deferred {

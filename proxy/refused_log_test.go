@@ -78,6 +78,18 @@ func TestRefusedUpstreamAnswers(t *testing.T) {
 			w.Header().Set("Content-Encoding", "br")
 			_, _ = io.WriteString(w, "xx")
 		}, 0, "upstream_invalid_response", 0},
+		{"stream cut before [DONE]", true, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\"}}]}\n\n")
+		}, 0, "upstream_stream_incomplete", 0},
+		{"error event inside a 200 stream", true, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"error\":{\"message\":\"Provider returned error\",\"code\":\"provider_down\"}}\n\n")
+		}, 0, "provider_down", 0},
+		{"stream that is no chat completion stream", true, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: [1,2]\n\ndata: [DONE]\n\n")
+		}, 0, "upstream_invalid_response", 0},
 		{"redirect", false, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Location", "http://elsewhere.invalid/")
 			w.WriteHeader(http.StatusFound)

@@ -39,7 +39,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	setUsage(fs, "Runs the proxy in front of an embedded scripted model with example policies: no API\nkey and no config file. It prints requests to try.")
 	var c commonFlags
-	c.registerLog(fs) // no --config: the demo's policies are its own (demo.yaml)
+	// No --config: the demo's policies are its own (demo.yaml). It logs
+	// at warn unless told otherwise, so its printed guide stays readable.
+	c.registerLog(fs, "warn")
 	c.registerListen(fs, "127.0.0.1:8080", "address the demo proxy listens on")
 	for _, a := range args {
 		if a == "--" {
@@ -57,13 +59,6 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "hooksproxy demo: unexpected argument %q (the demo takes only flags)\n", fs.Arg(0))
 		return 2
-	}
-	// The demo is quieter than serve by default; a --log-level given on
-	// the command line still wins.
-	explicit := false
-	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "log-level" })
-	if !explicit {
-		c.logLevel = envOr("HOOKSPROXY_LOG_LEVEL", "warn")
 	}
 	log, err := c.logger(stderr)
 	if err != nil {
@@ -102,6 +97,9 @@ func demo(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "hooksproxy demo:", err)
 		return 1
+	}
+	if strings.EqualFold(c.logFormat, "json") {
+		announce(stdout, stderr, log, true, false, rt.addr) // the JSON log stream gets its line too
 	}
 	printDemo(stdout, rt.addr, ln.Addr().String())
 	rt.stopSignals, rt.forceSignals = stop, notifyForce // a second signal ends the demo at once

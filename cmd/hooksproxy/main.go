@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -125,13 +126,13 @@ func (c *commonFlags) drainDelay() (time.Duration, error) {
 // register adds --config and the log flags.
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.config, "config", os.Getenv("HOOKSPROXY_CONFIG"), "config file (env HOOKSPROXY_CONFIG)")
-	c.registerLog(fs)
+	c.registerLog(fs, "info")
 }
 
-// registerLog adds --log-format and --log-level.
-func (c *commonFlags) registerLog(fs *flag.FlagSet) {
+// registerLog adds --log-format and --log-level, whose default is level.
+func (c *commonFlags) registerLog(fs *flag.FlagSet, level string) {
 	fs.StringVar(&c.logFormat, "log-format", envOr("HOOKSPROXY_LOG_FORMAT", "text"), "log format: text or json (env HOOKSPROXY_LOG_FORMAT)")
-	fs.StringVar(&c.logLevel, "log-level", envOr("HOOKSPROXY_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env HOOKSPROXY_LOG_LEVEL)")
+	fs.StringVar(&c.logLevel, "log-level", envOr("HOOKSPROXY_LOG_LEVEL", level), "log level: debug, info, warn, error (env HOOKSPROXY_LOG_LEVEL)")
 }
 
 // registerListen adds --listen (env HOOKSPROXY_LISTEN) with default def.
@@ -392,7 +393,13 @@ func startRuntime(ctx context.Context, path, listenOverride string, log *slog.Lo
 		return nil, err
 	}
 	base := app.Options{Logger: log, Extra: append(extra, consoleExtra(wiring), envExtra(app.Getenv))}
-	cfg, err := app.Load(path, base)
+	// The first load checks the files the config names, as validate does,
+	// so that serve refuses with the same list of problems; reloads do not
+	// (a records file that changes needs a restart anyway, and its state
+	// must not hold back a policy change).
+	first := base
+	first.Extra = append(slices.Clip(base.Extra), checkFiles)
+	cfg, err := app.Load(path, first)
 	if err != nil {
 		return nil, err
 	}
