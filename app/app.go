@@ -128,7 +128,7 @@ func New(cfg *config.Config, path string, opts Options) (*App, error) {
 	var key string
 	if cfg.Upstream.APIKeyEnv != "" {
 		if key = opts.Env.Getenv(cfg.Upstream.APIKeyEnv); key == "" {
-			return nil, fmt.Errorf("upstream.api_key_env: env var %s is unset or empty", cfg.Upstream.APIKeyEnv)
+			return nil, fmt.Errorf("upstream.api_key_env: env var %s is unset or empty", config.ShownEnvName(cfg.Upstream.APIKeyEnv))
 		}
 	}
 	srv := proxy.New(proxy.Options{

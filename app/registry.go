@@ -104,7 +104,7 @@ func newHMAC(name string, cfg json.RawMessage, getenv func(string) string) (poin
 	}
 	key := getenv(env)
 	if key == "" {
-		return nil, keyEnvError(fmt.Sprintf("env var %s is unset or empty", env))
+		return nil, keyEnvError(fmt.Sprintf("env var %s is unset or empty", config.ShownEnvName(env)))
 	}
 	return points.HMACSHA256(name[len(prefix):], []byte(key))
 }

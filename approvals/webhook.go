@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/sjson"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/hooksproxy/hooksproxy/internal/envname"
 	"github.com/hooksproxy/hooksproxy/points"
 )
 
@@ -57,7 +58,7 @@ func NewWebhook(cfg []byte, getenv func(string) string, client *http.Client) (po
 		}
 		v := getenv(c.headers[h])
 		if v == "" {
-			return nil, cfgErr(p, "environment variable %s is not set", c.headers[h])
+			return nil, cfgErr(p, "environment variable %s is not set", envname.Shown(c.headers[h]))
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {
 			// Refused at send time, every approval would fail; the value

@@ -290,7 +290,7 @@ func (u Upstream) key(getenv func(string) string) (value, problem string) {
 		value = getenv(u.APIKeyEnv)
 	}
 	if value == "" {
-		return "", fmt.Sprintf("env var %s is unset or empty", u.APIKeyEnv)
+		return "", fmt.Sprintf("env var %s is unset or empty", envname.Shown(u.APIKeyEnv))
 	}
 	return value, ""
 }
@@ -303,7 +303,7 @@ func LookupSecret(env string) (string, error) {
 	}
 	v, ok := os.LookupEnv(env)
 	if !ok || v == "" {
-		return "", fmt.Errorf("config: environment variable %s is not set", env)
+		return "", fmt.Errorf("config: environment variable %s is not set", envname.Shown(env))
 	}
 	return v, nil
 }
@@ -1008,6 +1008,10 @@ const NotEnvName = envname.Problem
 // ([A-Za-z_][A-Za-z0-9_]*). A value that is not may be a secret and must
 // not be echoed (see NotEnvName).
 func IsEnvName(s string) bool { return envname.Valid(s) }
+
+// ShownEnvName is a valid env var name as a problem may quote it: one that
+// reads like a secret (a long run of letters and digits) is not quoted.
+func ShownEnvName(s string) string { return envname.Shown(s) }
 
 func (p *parser) envName(n *yaml.Node, path string) string {
 	s, ok := p.str(n, path)

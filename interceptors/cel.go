@@ -96,7 +96,7 @@ func newCEL(_ string, config []byte, _ Env) (points.Interceptor, error) {
 			ps.add(cfgErr(at+".when", "must be a bool expression, not %s", t))
 			continue
 		}
-		prg, err := env.Program(ast, cel.CostLimit(cost), cel.InterruptCheckFrequency(100), celResultCost())
+		prg, err := env.Program(ast, append([]cel.ProgramOption{cel.CostLimit(cost), cel.InterruptCheckFrequency(100)}, celResultCost()...)...)
 		if err != nil {
 			ps.add(&ConfigError{Path: at + ".when", Msg: "cannot build program", Err: err})
 			continue

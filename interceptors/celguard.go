@@ -80,9 +80,9 @@ func celGuards(limit uint64) []cel.EnvOption {
 		if n >= 0 && n < pieces {
 			pieces = n
 		}
-		// Each piece is a string header in the list (16 bytes) and a
-		// unit of the result's cost.
-		if pieces > max/16 {
+		// Each piece is a unit of the result's cost, and a string header
+		// (16 bytes) in the list, which the absolute cap bounds.
+		if pieces > max || pieces > maxCELResult/16 {
 			return tooBig("split", pieces)
 		}
 		return types.NewStringList(types.DefaultTypeAdapter, strings.SplitN(s, sep, int(n)))
@@ -126,26 +126,50 @@ func celGuards(limit uint64) []cel.EnvOption {
 	}
 }
 
-// celResultCost charges the calls the strings extension has no cost model
-// for by their result's length, as it charges the others, so a loop of
-// them is bounded by the cost limit too.
-func celResultCost() cel.ProgramOption {
-	byLength := func(_ []ref.Val, result ref.Val) *uint64 {
-		n := uint64(1)
-		if s, ok := result.(types.String); ok {
-			n += uint64(len(s))
-		}
-		return &n
+// celResultCost charges the calls that build text but have a flat cost
+// (format and strings.quote, which the strings extension models not, and
+// the bytes and string conversions, which copy their argument) by their
+// result's length, as the extension charges the others, so a loop of them
+// is bounded by the cost limit too. A conversion of a dyn value carries no
+// overload id at run time, so those are matched by function name.
+func celResultCost() []cel.ProgramOption {
+	return []cel.ProgramOption{
+		cel.CostTracking(resultLengthCost{}),
+		cel.CostTrackerOptions(
+			cost.OverloadTracker("string_format", byResultLength),
+			cost.OverloadTracker("strings_quote", byResultLength),
+		),
 	}
-	return cel.CostTrackerOptions(
-		cost.OverloadTracker("string_format", byLength),
-		cost.OverloadTracker("strings_quote", byLength),
-	)
+}
+
+// byResultLength is one unit per call and one per byte of its result.
+func byResultLength(_ []ref.Val, result ref.Val) *uint64 {
+	n := uint64(1)
+	switch r := result.(type) {
+	case types.String:
+		n += uint64(len(r))
+	case types.Bytes:
+		n += uint64(len(r))
+	}
+	return &n
+}
+
+// resultLengthCost is the cost estimator for the conversions; nil leaves
+// every other call to its model.
+type resultLengthCost struct{}
+
+func (resultLengthCost) CallCost(function, _ string, args []ref.Val, result ref.Val) *uint64 {
+	switch function {
+	case "bytes", "string":
+		return byResultLength(args, result)
+	}
+	return nil
 }
 
 // formatSize bounds what format writes for args: a string or bytes at
 // most twice its length (hex), a list or map the sum of its parts, any
-// other value 64 bytes. It stops once past max.
+// other value 420 bytes (a double at the extension's largest precision,
+// %.100f of 1e308, is 410). It stops once past max.
 func formatSize(v ref.Val, max int64) int64 {
 	switch x := v.(type) {
 	case types.String:
@@ -168,7 +192,7 @@ func formatSize(v ref.Val, max int64) int64 {
 		}
 		return n
 	}
-	return 64
+	return 420
 }
 
 // celFormatter returns the strings extension's own format, run through a

@@ -36,6 +36,8 @@ func TestCELGuardsBigResults(t *testing.T) {
 		{"format in a loop", "ctx.messages.map(m, \"%s\".format([" + last + "])).size() > 0"},
 		{"quote in a loop", "ctx.messages.map(m, strings.quote(" + last + ")).size() > 0"},
 		{"split into runes, repeated", "ctx.messages.map(m, " + last + ".split(\"\")).size() > 0"},
+		{"bytes in a loop", "ctx.messages.map(m, bytes(" + last + ")).size() > 0"},
+		{"string of bytes in a loop", "ctx.messages.map(m, string(bytes(" + last + "))).size() > 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg, _ := json.Marshal(map[string]any{"rules": []any{map[string]any{"when": tt.when, "verdict": map[string]any{"decision": "deny", "reason": "x"}}}})
@@ -74,10 +76,25 @@ func TestCELGuardedCallsAnswer(t *testing.T) {
 		`"ab".replace("", "-") == "-a-b-"`,
 		`"%s=%d".format(["n", 3]) == "n=3"`,
 		`"%s".format([["a", 1]]) == "[a, 1]"`,
+		`bytes("ab") == b"ab"`,
+		`string(b"ab") == "ab"`,
 		`strings.quote("a\"b") == "\"a\\\"b\""`,
 	} {
 		cfg, _ := json.Marshal(map[string]any{"rules": []any{map[string]any{"when": when, "verdict": map[string]any{"decision": "deny", "reason": "r" + strconv.Itoa(i)}}}})
 		if got := verdictSummary(run(t, build(t, KindCEL, string(cfg)), c)); got != "deny r"+strconv.Itoa(i) {
+			t.Errorf("%s: %s", when, got)
+		}
+	}
+}
+
+// A split into many pieces is judged by the cost limit, as cel-go charges
+// it (about a unit a piece), not refused far below it.
+func TestCELSplitWithinTheLimit(t *testing.T) {
+	words := strings.TrimSpace(strings.Repeat("w ", 100_000))
+	c := inputCtx(t, `"`+words+`"`)
+	for _, when := range []string{`ctx.input.content.split(" ").size() == 100000`, `ctx.input.content.split("").size() > 5`} {
+		cfg, _ := json.Marshal(map[string]any{"rules": []any{map[string]any{"when": when, "verdict": map[string]any{"decision": "deny", "reason": "many"}}}})
+		if got := verdictSummary(run(t, build(t, KindCEL, string(cfg)), c)); got != "deny many" {
 			t.Errorf("%s: %s", when, got)
 		}
 	}

@@ -95,7 +95,7 @@ func newWebhook(_ string, config []byte, env Env) (points.Interceptor, error) {
 		}
 		v := env.Getenv(name)
 		if v == "" {
-			ps.add(cfgErr(at, "environment variable %s is not set", name))
+			ps.add(cfgErr(at, "environment variable %s is not set", envname.Shown(name)))
 			continue
 		}
 		if !httpguts.ValidHeaderFieldValue(v) {

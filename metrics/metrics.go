@@ -480,7 +480,7 @@ func (m *Metrics) Tokens(prompt, completion int64) {
 // refusalCodes are the codes a refused request is counted under; their
 // series start at zero.
 func refusalCodes() []string {
-	return []string{"invalid_request", "invalid_content_type", "unsupported_content_encoding", "unsupported_charset", "request_too_large", "unreadable_body", "not_found", "method_not_allowed", "session_ending", "tool_call_state", "tool_call_conflict"}
+	return []string{"invalid_request", "invalid_content_type", "unsupported_content_encoding", "unsupported_charset", "request_too_large", "unreadable_body", "not_found", "method_not_allowed", "session_not_found", "session_ending", "tool_call_state", "tool_call_conflict"}
 }
 
 // RequestRefused implements [ProxyObserver]: a request refused before any

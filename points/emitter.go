@@ -1349,7 +1349,13 @@ func (e *Emitter) consult(ctx context.Context, p Point, work []byte, v Verdict) 
 			// the failures apart on the record and the answer.
 			msg := "approval resolver failed"
 			var fc FailureClasser
-			if errors.As(a.err, &fc) && fc.FailureClass() != "" {
+			switch {
+			case cctx.Err() != nil:
+				// The emitter's own bound ran out (the resolver saw its
+				// context end): said as the branch below says it, whichever
+				// of the two select picked.
+				msg = "approval resolver timed out"
+			case errors.As(a.err, &fc) && fc.FailureClass() != "":
 				msg = fc.FailureClass()
 			}
 			return fail(ReasonApprovalResolverFailed, msg)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"mime"
 	"net/http"
 	"slices"
@@ -1560,7 +1561,14 @@ func (rn *run) postModel(ctx context.Context, t *turn, mc *modelCall) bool {
 		return false
 	}
 	if t.held == nil {
-		s.opts.Metrics.UpstreamRequest(t.upstreamCode, false, t.upstreamTime)
+		code := t.upstreamCode
+		if v.badShape || v.badToolShape || v.choices == nil || string(v.choices) == "null" {
+			// No chat completion ({}, {"detail": ...}, a member of the
+			// wrong type): refused below, and the upstream's error, as
+			// a stream's malformed chunk is.
+			code = 0
+		}
+		s.opts.Metrics.UpstreamRequest(code, false, t.upstreamTime)
 	}
 	if u := gjson.ParseBytes(v.usage); u.IsObject() {
 		s.opts.Metrics.Tokens(u.Get("prompt_tokens").Int(), u.Get("completion_tokens").Int())
@@ -2243,8 +2251,9 @@ func toolCallIDsOf(completion []byte) []string {
 	return ids
 }
 
-// addUsage adds prompt and completion tokens to a completion's usage
-// (and its total); ok is false when the completion has no usage object.
+// addUsage adds the counts spent (by path under usage) to a completion's
+// usage where it holds a count or nothing; ok is false when the
+// completion has no usage object.
 func addUsage(completion []byte, spent map[string]int64) ([]byte, bool) {
 	u := gjson.Get(view(completion), "usage")
 	if !u.IsObject() {
@@ -2253,15 +2262,29 @@ func addUsage(completion []byte, spent map[string]int64) ([]byte, bool) {
 	out := completion
 	for _, k := range slices.Sorted(maps.Keys(spent)) {
 		cur := u.Get(k)
-		if cur.Exists() && cur.Type != gjson.Number {
-			continue // not a count this answer keeps
+		n, ok := usageCount(cur)
+		if cur.Exists() && !ok {
+			continue // not a count this answer keeps (a fraction, text)
+		}
+		if parent, _, nested := strings.Cut(k, "."); nested {
+			if p := u.Get(parent); p.Exists() && !p.IsObject() {
+				continue // its details are not an object here
+			}
 		}
 		var err error
-		if out, err = sjson.SetBytes(out, "usage."+k, cur.Int()+spent[k]); err != nil {
+		if out, err = sjson.SetBytes(out, "usage."+k, satAdd(n, spent[k])); err != nil {
 			return completion, false
 		}
 	}
 	return out, true
+}
+
+// satAdd is a+b for non-negative counts, saturating rather than wrapping.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // add sums usage (a usage object's JSON, or nothing) into s.usage: its
@@ -2272,13 +2295,26 @@ func (s *spent) add(usage []byte) {
 	if !u.IsObject() {
 		return
 	}
-	plain := func(k string) bool { return k != "" && !strings.ContainsAny(k, ".*?|#@\\:!=<>%") }
+	// A name sjson reads as path syntax, or as an array index (digits
+	// first), is left out.
+	plain := func(k string) bool {
+		return k != "" && (k[0] < '0' || k[0] > '9') && !strings.ContainsAny(k, ".*?|#@\\:!=<>%")
+	}
 	put := func(path string, v gjson.Result) {
 		if n, ok := usageCount(v); ok {
 			if s.usage == nil {
 				s.usage = map[string]int64{}
 			}
-			s.usage[path] += n
+			s.usage[path] = satAdd(s.usage[path], n)
+		}
+	}
+	if !u.Get("total_tokens").Exists() {
+		// A server that reports no total: the call's tokens still count
+		// in the answer's total, as its prompt and completion do.
+		p, _ := usageCount(u.Get("prompt_tokens"))
+		c, _ := usageCount(u.Get("completion_tokens"))
+		if p+c > 0 {
+			put("total_tokens", gjson.Parse(strconv.FormatInt(satAdd(p, c), 10)))
 		}
 	}
 	u.ForEach(func(k, v gjson.Result) bool {

@@ -167,3 +167,24 @@ func TestJSONAnswerAfterABOM(t *testing.T) {
 		t.Fatalf("%d %s", r.StatusCode, b)
 	}
 }
+
+// A json 200 that is no chat completion (no choices, a member of the
+// wrong type) counts as the upstream's error, as a malformed stream does,
+// whatever the client is answered.
+func TestUnusableJSONAnswerCountsAsError(t *testing.T) {
+	for _, body := range []string{`{}`, `{"detail":"x"}`, `{"choices":null}`,
+		`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":"x","finish_reason":"stop"}]}`} {
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, body)
+		}))
+		p := newProxy(t, up.URL, allowAll())
+		codes := &upstreamCodes{}
+		p.srv.opts.Metrics = codes
+		r, _ := post(t, p.URL, hello)
+		if r.StatusCode == http.StatusOK || len(codes.got) != 1 || codes.got[0] != 0 {
+			t.Errorf("%s: status %d, upstream codes %v, want [0]", body, r.StatusCode, codes.got)
+		}
+		up.Close()
+	}
+}

@@ -593,3 +593,29 @@ func TestTransformKeepsUntouchedArgumentsText(t *testing.T) {
 		})
 	}
 }
+
+// The sums leave alone what is no count in the answer (a fraction, an
+// object where details were objects before), never turn a numeric member
+// name into an array, never wrap, and count a call that reported no
+// total in the total.
+func TestAddUsageEdges(t *testing.T) {
+	for _, tt := range []struct{ name, earlier, final, want string }{
+		{"no total before", `{"prompt_tokens":1,"completion_tokens":2}`,
+			`{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}`, `{"prompt_tokens":2,"completion_tokens":4,"total_tokens":6}`},
+		{"a fraction kept", `{"queue_time":0,"prompt_tokens":1}`,
+			`{"queue_time":0.25,"prompt_tokens":1}`, `{"queue_time":0.25,"prompt_tokens":2,"total_tokens":1}`},
+		{"digit names left out", `{"a":{"1":2},"prompt_tokens":1,"total_tokens":1}`,
+			`{"prompt_tokens":1,"total_tokens":1}`, `{"prompt_tokens":2,"total_tokens":2}`},
+		{"details not an object here", `{"prompt_tokens_details":{"cached_tokens":3},"total_tokens":0}`,
+			`{"prompt_tokens_details":5,"total_tokens":0}`, `{"prompt_tokens_details":5,"total_tokens":0}`},
+		{"saturates", `{"total_tokens":9223372036854775000}`,
+			`{"total_tokens":9223372036854775000}`, `{"total_tokens":9223372036854775807}`},
+	} {
+		var sp spent
+		sp.add([]byte(tt.earlier))
+		out, ok := addUsage([]byte(`{"usage":`+tt.final+`}`), sp.usage)
+		if got := gjson.GetBytes(out, "usage").Raw; !ok || got != tt.want {
+			t.Errorf("%s: %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -22,14 +22,17 @@ func TestBannerFollowsLogFormat(t *testing.T) {
 		format          string
 		recordsToStdout bool
 		stdout, stderr  string // text expected; "json" for one JSON log line
+		level           string
 	}{
-		{"text", false, text, ""},
-		{"text", true, "", text},
-		{"json", false, "", "json"},
-		{"json", true, "", "json"},
+		{"text", false, text, "", "info"},
+		{"text", true, "", text, "info"},
+		{"json", false, "", "json", "info"},
+		{"json", true, "", "json", "info"},
+		{"json", false, "", "json", "warn"},  // the address at any level
+		{"json", false, "", "json", "error"}, // (demo's default is warn)
 	} {
 		var out, errb bytes.Buffer
-		c := commonFlags{logFormat: tc.format, logLevel: "info"}
+		c := commonFlags{logFormat: tc.format, logLevel: tc.level}
 		log, err := c.logger(&errb)
 		if err != nil {
 			t.Fatal(err)

@@ -56,7 +56,7 @@ func approvalWarnings(cfg *config.Config, getenv func(string) string) []config.P
 	at := "resolvers." + ref
 	return append(warns, config.Problem{Path: at, Line: cfg.Line(at), Msg: fmt.Sprintf(
 		"warning: the console resolver can never be decided: %s (admin.token_env) is unset, so the approval API and page refuse every request and each approval waits until it times out",
-		cfg.Admin.TokenEnv)})
+		config.ShownEnvName(cfg.Admin.TokenEnv))})
 }
 
 // webhookTimeout is the timeout a hooksproxy.webhook resolver config sets,

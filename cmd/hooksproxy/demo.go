@@ -99,7 +99,7 @@ func demo(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if strings.EqualFold(c.logFormat, "json") {
-		announce(stdout, stderr, log, true, false, rt.addr) // the JSON log stream gets its line too
+		announce(stdout, stderr, log, true, false, rt.addr) // the JSON log stream gets its line too, at any level
 	}
 	printDemo(stdout, rt.addr, ln.Addr().String())
 	rt.stopSignals, rt.forceSignals = stop, notifyForce // a second signal ends the demo at once

@@ -354,7 +354,13 @@ func serve(args []string, stdout, stderr io.Writer) int {
 // the log stream stays JSON lines only.
 func announce(stdout, stderr io.Writer, log *slog.Logger, jsonLogs, recordsToStdout bool, addr string) {
 	if jsonLogs {
-		log.Info("hooksproxy listening", "url", "http://"+addr, "openai_base_url", "http://"+addr+"/v1")
+		// At the lowest level the logger writes, from info up: the
+		// address is printed at any --log-level, as the banner was.
+		ctx, level := context.Background(), slog.LevelInfo
+		for level < slog.LevelError && !log.Enabled(ctx, level) {
+			level += 4
+		}
+		log.Log(ctx, level, "hooksproxy listening", "url", "http://"+addr, "openai_base_url", "http://"+addr+"/v1")
 		return
 	}
 	banner := stdout

@@ -23,3 +23,34 @@ func Valid(s string) bool {
 	}
 	return true
 }
+
+// Shown is name as a message may quote it: a valid name that reads like a
+// secret (more than 24 letters and digits in a row, as tokens such as
+// ghp_… or sk_live_… have, where variable names are words joined by _)
+// is named only by its length.
+func Shown(name string) string {
+	run := 0
+	for i := 0; i < len(name); i++ {
+		if name[i] == '_' {
+			run = 0
+			continue
+		}
+		if run++; run > 24 {
+			return "of " + itoa(len(name)) + " characters (not shown: it reads like a secret)"
+		}
+	}
+	return name
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for ; n > 0; n /= 10 {
+		i--
+		b[i] = byte('0' + n%10)
+	}
+	return string(b[i:])
+}

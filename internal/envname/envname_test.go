@@ -24,3 +24,16 @@ func FuzzValid(f *testing.F) {
 		}
 	})
 }
+
+func TestShown(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{"OPENAI_API_KEY", "OPENAI_API_KEY"},
+		{"HOOKSPROXY_IDENTITY_KEY", "HOOKSPROXY_IDENTITY_KEY"},
+		{"ghp_16C7e42F292c6912E7710c838347Ae178B4a", "of 40 characters (not shown: it reads like a secret)"},
+		{"sk_live_51HxxxxxxxxxxxxxxxxxxxxxxxxxxxxxQ", "of 41 characters (not shown: it reads like a secret)"},
+	} {
+		if got := Shown(tt.in); got != tt.want {
+			t.Errorf("Shown(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
