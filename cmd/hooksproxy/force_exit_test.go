@@ -20,19 +20,7 @@ import (
 // log line saying the exit is forced and what it abandons; before, the
 // signal's default action ended it without a word.
 func TestSecondSignalForcesExitWithCounts(t *testing.T) {
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	upstream := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
-	})}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go upstream.Serve(uln)
-	t.Cleanup(func() { upstream.Close() })
+	uaddr, arrived, release := heldUpstream(t)
 	var released bool
 	t.Cleanup(func() {
 		if !released {
@@ -42,7 +30,7 @@ func TestSecondSignalForcesExitWithCounts(t *testing.T) {
 
 	var logs syncBuffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
-	path := writeConfig(t, strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uln.Addr().String(), 1))
+	path := writeConfig(t, strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uaddr, 1))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rt, err := startRuntime(ctx, path, "127.0.0.1:0", log, nil)
@@ -100,19 +88,9 @@ func TestSecondSIGTERMLogsForcedExit(t *testing.T) {
 	if cfg := os.Getenv("FORCE_TEST_CHILD_CONFIG"); cfg != "" {
 		os.Exit(run([]string{"serve", "--config", cfg, "--listen", "127.0.0.1:0", "--log-format", "json"}, io.Discard, os.Stderr))
 	}
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	upstream := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-	})}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go upstream.Serve(uln)
-	defer upstream.Close()
+	uaddr, arrived, release := heldUpstream(t)
 	defer close(release)
-	cfg := strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uln.Addr().String(), 1)
+	cfg := strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uaddr, 1)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSecondSIGTERMLogsForcedExit$")
 	cmd.Env = append(os.Environ(), "FORCE_TEST_CHILD_CONFIG="+writeConfig(t, cfg), "HOOKSPROXY_ADMIN_TOKEN=", "HOOKSPROXY_LISTEN=")
 	var stderr syncBuffer
@@ -181,4 +159,27 @@ func TestSecondSIGTERMLogsForcedExit(t *testing.T) {
 	if !strings.Contains(stderr.String(), `"msg":"forced exit`) || !strings.Contains(stderr.String(), `"requests_in_flight":1`) {
 		t.Errorf("no forced exit line:\n%s", stderr.String())
 	}
+}
+
+// heldUpstream is an upstream whose answers wait: each request signals
+// arrived, then its answer (a chat completion) waits until release is
+// closed or 20 s pass. It is closed when the test ends.
+func heldUpstream(t *testing.T) (addr string, arrived chan struct{}, release chan struct{}) {
+	arrived, release = make(chan struct{}, 1), make(chan struct{})
+	upstream := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-time.After(20 * time.Second):
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go upstream.Serve(ln)
+	t.Cleanup(func() { upstream.Close() })
+	return ln.Addr().String(), arrived, release
 }

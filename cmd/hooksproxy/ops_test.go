@@ -84,22 +84,7 @@ func TestSighupDuringShutdownKeepsDraining(t *testing.T) {
 	if cfg := os.Getenv("OPS_TEST_CHILD_CONFIG"); cfg != "" {
 		os.Exit(run([]string{"serve", "--config", cfg, "--listen", os.Getenv("OPS_TEST_CHILD_LISTEN")}, io.Discard, os.Stderr))
 	}
-	arrived, release := make(chan struct{}, 1), make(chan struct{})
-	upstream := http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		select {
-		case <-release:
-		case <-time.After(20 * time.Second):
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}`))
-	})}
-	uln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go upstream.Serve(uln)
-	defer upstream.Close()
+	uaddr, arrived, release := heldUpstream(t)
 	pln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -107,7 +92,7 @@ func TestSighupDuringShutdownKeepsDraining(t *testing.T) {
 	addr := pln.Addr().String()
 	pln.Close()
 	rec := filepath.Join(t.TempDir(), "records.jsonl")
-	cfg := strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uln.Addr().String(), 1) + "records: {file: " + rec + "}\n"
+	cfg := strings.Replace(baseConfig, "http://127.0.0.1:1", "http://"+uaddr, 1) + "records: {file: " + rec + "}\n"
 	cmd := exec.Command(os.Args[0], "-test.run=^TestSighupDuringShutdownKeepsDraining$")
 	cmd.Env = append(os.Environ(), "OPS_TEST_CHILD_CONFIG="+writeConfig(t, cfg), "OPS_TEST_CHILD_LISTEN="+addr, "HOOKSPROXY_ADMIN_TOKEN=")
 	cmd.Stderr = os.Stderr
