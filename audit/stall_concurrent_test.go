@@ -33,7 +33,9 @@ func TestStallConcurrentThenClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("close hung after the disk answered")
 	}
-	for deadline := time.Now().Add(2 * time.Second); runtime.NumGoroutine() > base && time.Now().Before(deadline); {
+	// The stall clears on a goroutine of its own once the stalled write
+	// returns, which may be just after Close: wait (bounded) for both.
+	for deadline := time.Now().Add(2 * time.Second); (runtime.NumGoroutine() > base || s.Stalled()) && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
 	if n := runtime.NumGoroutine(); n > base {
