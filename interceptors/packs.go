@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hooksproxy/hooksproxy/points"
 )
 
 // pattern is one named detector: a regex, optionally narrowed to its
@@ -176,7 +178,12 @@ func newText(s string) *text { return &text{s: s, digitRun: -1} }
 
 // visitText is the text of one walked string, with its member name.
 func visitText(v stringVisit) *text {
-	t := newText(v.value)
+	// A string that holds JSON text (a tool result or arguments as a
+	// request carries them) is read as a decoder would read it: \/ and
+	// \u0040 hid every pattern from what the tool or model then reads.
+	// The form keeps the text's meaning, so a masked string is written
+	// back in it; one with no match is left as it was.
+	t := newText(points.MinimalEscapes(v.value))
 	if !v.isKey {
 		t.member = memberOf(v.path)
 	}
