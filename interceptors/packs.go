@@ -434,7 +434,10 @@ func packPatterns(pack string) []pattern {
 				// punctuation: the regex decides).
 				return (strings.Contains(t.s, "-") || strings.Contains(t.s, "\xe2\x80")) && t.digits() >= 9
 			}),
-			mk("email", `\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b`, validEmail, has("@")),
+			// Letters of any script, in the local part and the domain
+			// (zoë@, müller@bücher.de): an ASCII-only class matched
+			// only the tail of such an address, or nothing.
+			mk("email", `(?:^|[^\p{L}\p{M}\p{N}])(?P<value>[\p{L}\p{M}\p{N}_%+-][\p{L}\p{M}\p{N}._%+'-]*@[\p{L}\p{M}\p{N}-]+(?:\.[\p{L}\p{M}\p{N}-]+)*\.(?:[A-Za-z]{2,}|\p{L}{2,}))(?:[^\p{L}\p{M}\p{N}_-]|$)`, validEmail, has("@")),
 			// E.164 and international notation: a + then 8-15 digits, with
 			// spaces, dots, dashes or a parenthesised area code between them.
 			mk("phone", `(?:^|[^\w+])(?P<value>\+[1-9](?:[ .-]?(?:\(\d{1,4}\)|\d)){6,17})`, validPhone(8, 15), func(t *text) bool { return strings.Contains(t.s, "+") && t.digits() >= 8 }),
