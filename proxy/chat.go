@@ -524,7 +524,18 @@ func (s *Server) admitChat(w http.ResponseWriter, r *http.Request, st *Settings)
 func (s *Server) refuse(w http.ResponseWriter, status int, msg, code string) {
 	writeError(w, status, "invalid_request_error", msg, code)
 	s.opts.Metrics.RequestRefused(code)
+	// A refusal may leave the body unread (a 413 by its declared length,
+	// a 404 or 415 before reading): net/http would then wait for it,
+	// without a deadline, to drain or reuse the connection, and a client
+	// that never sends it (Expect: 100-continue) held a goroutine and a
+	// descriptor for good. The next request on the connection gets a
+	// fresh header deadline from the server.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(refusedBodyGrace))
 }
+
+// refusedBodyGrace is how long a refused request's unread body may take
+// to arrive and be drained before the connection is closed.
+const refusedBodyGrace = 2 * time.Second
 
 // headerName checks the values of a header naming the session (or agent):
 // what is wrong with them, or "" when they are fine, or all empty where

@@ -286,6 +286,14 @@ func (s *Server) passthrough(w http.ResponseWriter, r *http.Request) {
 			_ = rc.Flush()
 		}
 		if err != nil {
+			if err != io.EOF && r.Context().Err() == nil {
+				// Cut short by the upstream (a body shorter than its
+				// Content-Length, a reset): the client must see it cut,
+				// as it would have directly, not a complete answer.
+				// Aborting leaves out the final chunk (or the missing
+				// bytes of a declared length).
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 	}
