@@ -1273,11 +1273,9 @@ func (rn *run) streamFailed(ctx context.Context, mc modelCall, err error) {
 		writeError(w, http.StatusBadGateway, "upstream_error", msg, s.mask.code(upErr.code()))
 		rn.upstreamFailed()
 	case errors.Is(err, context.DeadlineExceeded):
-		rn.logRefused("upstream timed out during its stream", "upstream_unavailable", err)
-		rn.streamBroken("upstream timed out during its stream", "upstream_unavailable")
+		rn.streamBroken("upstream timed out during its stream", "upstream_unavailable", err)
 	case streamBroke(err):
-		rn.logRefused("upstream stream ended before data: [DONE]", "upstream_stream_incomplete", err)
-		rn.streamBroken("upstream stream ended before data: [DONE]", "upstream_stream_incomplete")
+		rn.streamBroken("upstream stream ended before data: [DONE]", "upstream_stream_incomplete", err)
 	case errors.As(err, &chunkErr) && chunkErr.Reason == reasonUnsupportedTool:
 		// Well formed, but a tool no point can judge: fail closed as a
 		// json answer with one does.
@@ -1333,7 +1331,8 @@ func upstreamAtFault(err error) bool {
 // host received but cannot hold. Nothing of it is released; the client
 // is answered 502, which SDKs retry, and the upstream metrics count the
 // call as an error (code "error").
-func (rn *run) streamBroken(detail, code string) {
+func (rn *run) streamBroken(detail, code string, cause error) {
+	rn.logRefused(detail, code, cause)
 	writeError(rn.w, http.StatusBadGateway, "upstream_error", detail+"; nothing of it was released", code)
 	rn.upstreamFailed()
 }

@@ -23,11 +23,11 @@ func TestMinimalEscapes(t *testing.T) {
 		{`{"k\/":1}`, `{"k/":1}`},
 		{`x\/y`, `x\/y`}, // outside a string nothing is rewritten
 	} {
-		if got := minimalEscapes(tc.in); got != tc.want {
-			t.Errorf("minimalEscapes(%s) = %s, want %s", tc.in, got, tc.want)
+		if got := points.MinimalEscapes(tc.in); got != tc.want {
+			t.Errorf("points.MinimalEscapes(%s) = %s, want %s", tc.in, got, tc.want)
 		}
-		if gjson.Valid(tc.in) && !gjson.Valid(minimalEscapes(tc.in)) {
-			t.Errorf("minimalEscapes(%s) made valid JSON invalid", tc.in)
+		if gjson.Valid(tc.in) && !gjson.Valid(points.MinimalEscapes(tc.in)) {
+			t.Errorf("points.MinimalEscapes(%s) made valid JSON invalid", tc.in)
 		}
 	}
 }
@@ -37,7 +37,7 @@ func FuzzMinimalEscapes(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		out := minimalEscapes(s)
+		out := points.MinimalEscapes(s)
 		if gjson.Valid(s) {
 			if !gjson.Valid(out) {
 				t.Fatalf("valid %q became invalid %q", s, out)

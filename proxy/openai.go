@@ -159,7 +159,7 @@ func toolDecls(body []byte) ([]byte, []string) {
 // escapes such as \u0050 or \/ would hide from every pattern what the
 // agent's parser then reads. Anything else (truncated or non-object JSON)
 // is kept as raw_arguments, in the text a lenient decoder would read
-// (minimalEscapes), for the same reason.
+// (points.MinimalEscapes), for the same reason.
 //
 // An object a model wrote in the wrapper's own shape ({"raw_arguments":
 // "<text>"} and nothing else) is wrapped as text too: argsString unwraps
@@ -178,7 +178,7 @@ func argsObject(s string) []byte {
 	} else if gjson.Valid(s) && gjson.Parse(s).IsObject() {
 		return compact(b)
 	}
-	out, _ := json.Marshal(map[string]string{"raw_arguments": minimalEscapes(s)})
+	out, _ := json.Marshal(map[string]string{"raw_arguments": points.MinimalEscapes(s)})
 	return out
 }
 
@@ -187,10 +187,6 @@ func argsObject(s string) []byte {
 // the original's syntax. It is an object, so that it passes for arguments
 // and the record names the depth, not the arguments' type.
 var tooDeep = []byte(strings.Repeat(`{"":`, points.DefaultMaxDepth+1) + "0" + strings.Repeat("}", points.DefaultMaxDepth+1))
-
-// minimalEscapes is points.MinimalEscapes: the text a lenient decoder
-// would read, for patterns to see.
-func minimalEscapes(s string) string { return points.MinimalEscapes(s) }
 
 // standInShaped reports whether args is an object of the raw_arguments
 // wrapper's shape, the one argsString unwraps.

@@ -116,19 +116,8 @@ func TestSecondSIGTERMLogsForcedExit(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	ready := func() int {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	for i := 0; ready() != http.StatusOK; i++ {
-		if i == 200 {
-			t.Fatalf("the proxy did not get ready:\n%s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitReady(base) {
+		t.Fatalf("the proxy did not get ready:\n%s", stderr.String())
 	}
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions",
@@ -182,4 +171,25 @@ func heldUpstream(t *testing.T) (addr string, arrived chan struct{}, release cha
 	go upstream.Serve(ln)
 	t.Cleanup(func() { upstream.Close() })
 	return ln.Addr().String(), arrived, release
+}
+
+// readyz is the status of base's /readyz, 0 when it does not answer.
+func readyz(base string) int {
+	resp, err := http.Get(base + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitReady polls base's /readyz until it answers 200, for at most 10 s.
+func waitReady(base string) bool {
+	for range 200 {
+		if readyz(base) == http.StatusOK {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
 }

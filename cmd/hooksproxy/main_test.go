@@ -85,14 +85,7 @@ func TestShutdownDelayAnswersNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt.drainDelay = time.Minute // ended below by the server's own stop
-	ready := func() int {
-		resp, err := http.Get("http://" + rt.addr + "/readyz")
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	ready := func() int { return readyz("http://" + rt.addr) }
 	if got := ready(); got != http.StatusOK {
 		t.Fatalf("/readyz before shutdown: %d", got)
 	}

@@ -102,19 +102,8 @@ func TestSighupDuringShutdownKeepsDraining(t *testing.T) {
 	defer cmd.Process.Kill()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	ready := func() int {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	for i := 0; ready() != http.StatusOK; i++ {
-		if i == 200 {
-			t.Fatal("the proxy did not get ready")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !waitReady("http://" + addr) {
+		t.Fatal("the proxy did not get ready")
 	}
 	got := make(chan int, 1)
 	go func() {
@@ -133,7 +122,7 @@ func TestSighupDuringShutdownKeepsDraining(t *testing.T) {
 	<-arrived // the request is in flight, held at the upstream
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	// The shutdown has begun once the listener is gone (no delay is set).
-	for i := 0; ready() != 0; i++ {
+	for i := 0; readyz("http://"+addr) != 0; i++ {
 		if i == 200 {
 			t.Fatal("the shutdown did not begin")
 		}

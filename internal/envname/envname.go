@@ -3,6 +3,8 @@
 // interceptors and approvals all check it, and none may import another.
 package envname
 
+import "strconv"
+
 // Problem is the message for a value that is no such name. It never quotes
 // the value: the usual cause is a secret pasted where its variable's name
 // belongs, and problems reach terminals and logs.
@@ -36,21 +38,8 @@ func Shown(name string) string {
 			continue
 		}
 		if run++; run > 24 {
-			return "of " + itoa(len(name)) + " characters (not shown: it reads like a secret)"
+			return "of " + strconv.Itoa(len(name)) + " characters (not shown: it reads like a secret)"
 		}
 	}
 	return name
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for ; n > 0; n /= 10 {
-		i--
-		b[i] = byte('0' + n%10)
-	}
-	return string(b[i:])
 }
